@@ -1,0 +1,7 @@
+//! The link model: one direction of an emulated uplink (rate or trace, drop-tail queue, propagation
+//! delay, loss process, schedule, outages), written once for virtual time (simulator) and real time
+//! (testbed emulator).
+
+pub mod spec;
+
+pub use spec::{LinkDirSpec, LossSpec, Outage, RateSpec, Schedule, ScheduleRow, SpecFileError, Trace};
