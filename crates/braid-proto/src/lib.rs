@@ -4,6 +4,21 @@
 //! buffer. Nothing here reads a clock, touches a socket or draws OS randomness (DESIGN.md 2): the
 //! daemon drives it with real sockets and time, the simulator with virtual ones.
 
+pub mod link;
+pub mod recovery;
+pub mod reorder;
+pub mod scheduler;
+pub mod seq;
+pub mod session;
+pub mod store;
 pub mod time;
+pub mod wire;
 
+pub use link::{LinkId, LinkState};
+pub use recovery::RecoveryKind;
+pub use scheduler::SchedulerKind;
+pub use session::{Event, LinkConfig, Packet, Role, Session, SessionConfig, Timer, Transmit, TransmitKind};
 pub use time::Instant;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,37 @@
+//! Uplinks: identity, state, and the per-link estimators of PluriBus 5.2 and 5.3.
+//!
+//! Each direction of each link is measured by its receiver ([`RxEstimator`]: loss, capacity,
+//! one-way delay plus clock offset) and reported to its sender, which keeps the running queue
+//! estimate and the arrival-time prediction ([`TxLink`]).
+
+mod rx;
+mod tx;
+
+pub use rx::{RxEstimator, RxSample};
+pub use tx::{LinkState, PROBES_TO_ACTIVATE, TxLink};
+
+use std::fmt;
+
+/// Identifies one of a vehicle's uplinks within a session (carried in every datagram).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct LinkId(pub u8);
+
+impl fmt::Display for LinkId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "link{}", self.0)
+    }
+}
+
+/// Bytes of outer IPv4 and UDP header around every datagram: the bottleneck carries them too, so
+/// the queue model and the capacity estimator count them.
+pub const OUTER_OVERHEAD: usize = 28;
+
+/// Bits per second to kbit/s, rounded, for reports on the wire.
+pub(crate) fn bps_to_kbps(bps: f64) -> u32 {
+    (bps / 1000.0).round().clamp(0.0, f64::from(u32::MAX)) as u32
+}
+
+/// Time to put `bytes` on a link of `bps` bits per second, in µs (0 when the rate is unknown).
+pub(crate) fn tx_time_us(bytes: usize, bps: f64) -> f64 {
+    if bps > 0.0 { bytes as f64 * 8.0 * 1e6 / bps } else { 0.0 }
+}

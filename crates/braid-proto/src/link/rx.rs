@@ -1,0 +1,324 @@
+//! Receiver-side estimators for one incoming link direction (PluriBus 5.1-5.3).
+
+use super::{bps_to_kbps, tx_time_us};
+use crate::seq;
+use crate::time::Instant;
+use std::time::Duration;
+
+/// Loss EWMA gain per packet. PluriBus 5.1 only says "exponential average"; 1/32 remembers about
+/// the last 30 packets, close to the 20-packet horizon its Fig. 11(b) evaluates prediction over.
+const LOSS_GAIN: f64 = 1.0 / 32.0;
+/// d + δ EWMA gain per qualifying sample (PluriBus 5.3, "running exponential average").
+const OWD_GAIN: f64 = 1.0 / 8.0;
+/// Capacity measurement interval (PluriBus 5.2).
+pub const CAPACITY_INTERVAL: Duration = Duration::from_millis(500);
+/// Consecutive qualifying intervals on one side of the estimate needed to move it (PluriBus 5.2).
+const CAPACITY_STREAK: usize = 3;
+/// An interval counts only if the sender sent at least this fraction of the current estimate: OEC
+/// sends at the estimated rate (PluriBus 5.2 "our sending rate equals at least our estimated
+/// capacity"), so requiring strictly more would make downgrades depend on timer noise.
+const CAPACITY_QUALIFY: f64 = 0.97;
+
+/// What the receiver learned from one datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RxSample {
+    /// The expanded per-link sequence number.
+    pub link_seq: u64,
+    /// Packets this one reveals as lost on the link (sequence gap).
+    pub newly_lost: u64,
+}
+
+/// Measures one incoming link direction: loss, capacity and one-way delay plus clock offset.
+#[derive(Debug, Clone)]
+pub struct RxEstimator {
+    highest: Option<u64>,
+    received: u64,
+    lost: u64,
+    loss: f64,
+    owd_base: Option<u32>,
+    owd_avg: f64,
+    last_arrival: Option<Instant>,
+    last_timestamp: u32,
+    capacity_bps: f64,
+    interval: Interval,
+    streak: Vec<f64>,
+    streak_above: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Interval {
+    start: Option<Instant>,
+    packets: u64,
+    bytes: u64,
+    lost_packets: u64,
+    first_size: u64,
+    first_send: u32,
+    last_send: u32,
+    last_recv: Instant,
+}
+
+impl RxEstimator {
+    /// A new estimator, bootstrapped with the configured capacity (bit/s; 0 if unknown).
+    pub fn new(bootstrap_bps: f64) -> Self {
+        RxEstimator {
+            highest: None,
+            received: 0,
+            lost: 0,
+            loss: 0.0,
+            owd_base: None,
+            owd_avg: 0.0,
+            last_arrival: None,
+            last_timestamp: 0,
+            capacity_bps: bootstrap_bps.max(0.0),
+            interval: Interval::default(),
+            streak: Vec::with_capacity(CAPACITY_STREAK),
+            streak_above: false,
+        }
+    }
+
+    /// Accounts for a datagram of `size` bytes (as sent on the wire) that arrived at `now`, carrying
+    /// the truncated per-link sequence number and the sender's timestamp.
+    pub fn handle(&mut self, now: Instant, wire_link_seq: u32, timestamp: u32, size: usize) -> RxSample {
+        let expected = self.highest.map_or(0, |h| h + 1);
+        let link_seq = seq::expand(expected, wire_link_seq);
+        let mut newly_lost = 0;
+        match self.highest {
+            Some(h) if link_seq <= h => {
+                // Late (reordered within the link): it was counted lost; undo that.
+                if self.lost > 0 {
+                    self.lost -= 1;
+                }
+            }
+            _ => {
+                let gap = self.highest.map_or(0, |h| link_seq - h - 1);
+                // A gap larger than this is a restart of the peer's counters, not a loss burst.
+                newly_lost = if gap < 4096 { gap } else { 0 };
+                for _ in 0..newly_lost.min(64) {
+                    self.loss += LOSS_GAIN * (1.0 - self.loss);
+                }
+                self.loss -= LOSS_GAIN * self.loss;
+                self.lost += newly_lost;
+                self.highest = Some(link_seq);
+            }
+        }
+        self.received += 1;
+        self.update_owd(now, timestamp, size);
+        self.update_capacity(now, timestamp, size, newly_lost);
+        self.last_arrival = Some(now);
+        self.last_timestamp = timestamp;
+        RxSample { link_seq, newly_lost }
+    }
+
+    /// PluriBus 5.3: average `recv - send - size/capacity` over packets that likely met an empty
+    /// queue, i.e. arrived at least two transmission times after the previous one.
+    fn update_owd(&mut self, now: Instant, timestamp: u32, size: usize) {
+        let tx = tx_time_us(size, self.capacity_bps);
+        let quiet = match self.last_arrival {
+            None => true,
+            Some(prev) => (now - prev).as_micros() as f64 >= 2.0 * tx,
+        };
+        if !quiet {
+            return;
+        }
+        let sample = now.wire_timestamp().wrapping_sub(timestamp).wrapping_sub(tx as u32);
+        match self.owd_base {
+            None => {
+                self.owd_base = Some(sample);
+                self.owd_avg = 0.0;
+            }
+            Some(base) => {
+                // Average offsets from the first sample, so the u32 wrap never splits the average.
+                let off = f64::from(sample.wrapping_sub(base) as i32);
+                self.owd_avg += OWD_GAIN * (off - self.owd_avg);
+            }
+        }
+    }
+
+    /// PluriBus 5.2: compare receive and send rates over fixed intervals; intervals where the sender
+    /// sent at least at the current estimate count, and three in a row above (below) it move the
+    /// estimate to their median.
+    fn update_capacity(&mut self, now: Instant, timestamp: u32, size: usize, newly_lost: u64) {
+        let iv = &mut self.interval;
+        if let Some(start) = iv.start
+            && now - start >= CAPACITY_INTERVAL
+        {
+            let done = std::mem::take(iv);
+            self.close_interval(&done);
+        }
+        let iv = &mut self.interval;
+        if iv.start.is_none() {
+            *iv = Interval {
+                start: Some(now),
+                packets: 1,
+                bytes: size as u64,
+                lost_packets: 0,
+                first_size: size as u64,
+                first_send: timestamp,
+                last_send: timestamp,
+                last_recv: now,
+            };
+            return;
+        }
+        iv.packets += 1;
+        iv.bytes += size as u64;
+        iv.lost_packets += newly_lost;
+        iv.last_send = timestamp;
+        iv.last_recv = now;
+    }
+
+    fn close_interval(&mut self, iv: &Interval) {
+        let Some(start) = iv.start else { return };
+        if iv.packets < 4 {
+            return;
+        }
+        let recv_us = (iv.last_recv - start).as_micros() as f64;
+        let send_us = f64::from(iv.last_send.wrapping_sub(iv.first_send));
+        if recv_us <= 0.0 || send_us > 10.0 * 1e6 {
+            return;
+        }
+        // Capacity is the drain rate, not throughput (PluriBus 5.2): lost packets drained too, so
+        // count them at the interval's mean size.
+        let mean = iv.bytes as f64 / iv.packets as f64;
+        let bits = ((iv.bytes - iv.first_size) as f64 + iv.lost_packets as f64 * mean) * 8.0;
+        let recv_bps = bits * 1e6 / recv_us;
+        let send_bps = if send_us > 0.0 { bits * 1e6 / send_us } else { f64::INFINITY };
+        if send_bps < CAPACITY_QUALIFY * self.capacity_bps {
+            return;
+        }
+        let above = recv_bps > self.capacity_bps;
+        if self.streak.is_empty() || above != self.streak_above {
+            self.streak.clear();
+            self.streak_above = above;
+        }
+        self.streak.push(recv_bps);
+        if self.streak.len() == CAPACITY_STREAK {
+            self.streak.sort_by(f64::total_cmp);
+            self.capacity_bps = self.streak[CAPACITY_STREAK / 2];
+            self.streak.clear();
+        }
+    }
+
+    /// Sets the capacity estimate if there is none yet (a bootstrap hint from the peer).
+    pub fn bootstrap(&mut self, bps: f64) {
+        if self.capacity_bps <= 0.0 && bps > 0.0 {
+            self.capacity_bps = bps;
+        }
+    }
+
+    /// Current loss estimate (probability).
+    pub fn loss(&self) -> f64 {
+        self.loss
+    }
+
+    /// Current capacity estimate, bit/s (0 when unknown).
+    pub fn capacity_bps(&self) -> f64 {
+        self.capacity_bps
+    }
+
+    /// Capacity estimate in kbit/s for the wire.
+    pub fn capacity_kbps(&self) -> u32 {
+        bps_to_kbps(self.capacity_bps)
+    }
+
+    /// d + δ in µs (wrapping u32), if any packet has been seen.
+    pub fn owd_us(&self) -> Option<u32> {
+        self.owd_base.map(|b| b.wrapping_add(self.owd_avg.round() as i32 as u32))
+    }
+
+    /// Send time and local arrival of the newest datagram, for the echo in feedback.
+    pub fn last(&self) -> Option<(u32, Instant)> {
+        self.last_arrival.map(|a| (self.last_timestamp, a))
+    }
+
+    /// Packets received and packets inferred lost so far.
+    pub fn counts(&self) -> (u64, u64) {
+        (self.received, self.lost)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feeds packets of `size` bytes leaving the sender every `gap_us` and crossing a bottleneck of
+    /// `cap_bps` with a fixed `delay_us`, dropping those for which `drop(i)` is true.
+    fn feed(est: &mut RxEstimator, n: u64, size: usize, gap_us: u64, cap_bps: f64, delay_us: u64, offset: u32, drop: impl Fn(u64) -> bool) {
+        let tx = (size as f64 * 8.0 * 1e6 / cap_bps) as u64;
+        let mut link_free = 0u64;
+        for i in 0..n {
+            let sent = i * gap_us;
+            let start = sent.max(link_free);
+            link_free = start + tx;
+            if drop(i) {
+                continue;
+            }
+            let arrive = Instant::from_micros(link_free + delay_us);
+            est.handle(arrive, seq::truncate(i), (sent as u32).wrapping_add(offset), size);
+        }
+    }
+
+    #[test]
+    fn loss_tracks_bernoulli_rate() {
+        let mut e = RxEstimator::new(1e6);
+        feed(&mut e, 4000, 200, 10_000, 1e6, 20_000, 0, |i| i % 10 == 3);
+        assert!((e.loss() - 0.1).abs() < 0.04, "loss {}", e.loss());
+        assert_eq!(e.counts(), (3600, 400));
+    }
+
+    #[test]
+    fn loss_decays_without_losses() {
+        let mut e = RxEstimator::new(1e6);
+        feed(&mut e, 100, 200, 10_000, 1e6, 0, 0, |i| i < 50 && i % 2 == 0);
+        feed(&mut e, 0, 200, 10_000, 1e6, 0, 0, |_| false);
+        assert!(e.loss() < 0.3);
+    }
+
+    #[test]
+    fn owd_includes_clock_offset_and_ignores_queued_packets() {
+        let mut e = RxEstimator::new(1e6);
+        // Sparse packets: every one meets an empty queue, owd = delay + offset exactly.
+        feed(&mut e, 50, 1000, 100_000, 1e6, 30_000, 5_000_000, |_| false);
+        let owd = e.owd_us().unwrap();
+        // recv - send = delay + tx - offset (the receiver's clock is `offset` behind the sender's).
+        let want = 30_000u32.wrapping_sub(5_000_000);
+        assert!((owd.wrapping_sub(want) as i32).abs() <= 2, "owd {owd} want {want}");
+        // A back-to-back burst queues at the bottleneck; those samples must not raise the estimate.
+        let mut e2 = RxEstimator::new(1e6);
+        feed(&mut e2, 200, 1000, 1_000, 1e6, 30_000, 0, |_| false);
+        let owd2 = e2.owd_us().unwrap() as i32;
+        assert!((owd2 - 30_000).abs() <= 2, "burst owd {owd2}");
+    }
+
+    #[test]
+    fn capacity_moves_down_after_three_fast_intervals() {
+        // Estimate 2 Mbit/s, real bottleneck 1 Mbit/s, sender sends at 3 Mbit/s.
+        let mut e = RxEstimator::new(2e6);
+        feed(&mut e, 1000, 1250, 3_333, 1e6, 10_000, 0, |_| false);
+        let c = e.capacity_bps();
+        assert!((c - 1e6).abs() < 0.05e6, "capacity {c}");
+    }
+
+    #[test]
+    fn capacity_counts_lost_packets_as_drained() {
+        let mut e = RxEstimator::new(2e6);
+        feed(&mut e, 1000, 1250, 3_333, 1e6, 10_000, 0, |i| i % 5 == 0);
+        let c = e.capacity_bps();
+        assert!((c - 1e6).abs() < 0.08e6, "capacity {c}");
+    }
+
+    #[test]
+    fn capacity_ignores_slow_senders() {
+        // Sender at 100 kbit/s on a 1 Mbit/s link: intervals do not qualify, estimate stays put.
+        let mut e = RxEstimator::new(1e6);
+        feed(&mut e, 300, 1250, 100_000, 1e6, 10_000, 0, |_| false);
+        assert_eq!(e.capacity_bps(), 1e6);
+    }
+
+    #[test]
+    fn capacity_moves_up_when_link_is_faster() {
+        let mut e = RxEstimator::new(0.5e6);
+        feed(&mut e, 2000, 1250, 1_000, 2e6, 10_000, 0, |_| false);
+        let c = e.capacity_bps();
+        assert!((c - 2e6).abs() < 0.1e6, "capacity {c}");
+    }
+}

@@ -1,0 +1,274 @@
+//! Sender-side state of one outgoing link direction: queue estimate, reported path properties,
+//! liveness (PluriBus 5.2, 5.3; DESIGN.md 4 "links that come and go").
+
+use super::{LinkId, tx_time_us};
+use crate::time::Instant;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Where a link is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LinkState {
+    /// Not yet confirmed: probes are sent until enough in a row are answered.
+    Probing,
+    /// In use.
+    Active,
+    /// Nothing came back for a few round trips; probed until it answers again.
+    Down,
+}
+
+impl LinkState {
+    /// Lower-case name for status output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LinkState::Probing => "probing",
+            LinkState::Active => "active",
+            LinkState::Down => "down",
+        }
+    }
+}
+
+/// Probe replies in a row that bring a link from probing or down to active.
+pub const PROBES_TO_ACTIVATE: u32 = 3;
+
+/// The sender's view of one link.
+#[derive(Debug, Clone)]
+pub struct TxLink {
+    /// The link.
+    pub id: LinkId,
+    /// Where to send (the server's address on the client; the vehicle's latest address on the
+    /// server).
+    pub remote: Option<SocketAddr>,
+    /// Life-cycle state.
+    pub state: LinkState,
+    /// Operator weight for weighted schedulers.
+    pub weight: u32,
+    capacity_bps: f64,
+    bootstrap_bps: f64,
+    queue_us: f64,
+    queue_at: Instant,
+    owd_us: Option<u32>,
+    loss: f64,
+    next_seq: u64,
+    /// Smoothed RTT from probes.
+    pub srtt: Option<Duration>,
+    last_send: Option<Instant>,
+    first_unconfirmed: Option<Instant>,
+    /// Probe replies in a row while probing or down.
+    pub probe_streak: u32,
+    /// When the last probe went out.
+    pub last_probe: Option<Instant>,
+    /// Id of the last probe sent.
+    pub probe_id: u32,
+    /// When the state last changed.
+    pub since: Instant,
+}
+
+impl TxLink {
+    /// A link with a configured capacity bootstrap (bit/s; 0 = unknown), starting in `state`.
+    pub fn new(id: LinkId, remote: Option<SocketAddr>, bootstrap_bps: f64, state: LinkState, now: Instant) -> Self {
+        TxLink {
+            id,
+            remote,
+            state,
+            weight: 1,
+            capacity_bps: bootstrap_bps,
+            bootstrap_bps,
+            queue_us: 0.0,
+            queue_at: now,
+            owd_us: None,
+            loss: 0.0,
+            next_seq: 0,
+            srtt: None,
+            last_send: None,
+            first_unconfirmed: None,
+            probe_streak: 0,
+            last_probe: None,
+            probe_id: 0,
+            since: now,
+        }
+    }
+
+    /// Capacity used for the queue model, bit/s: the peer's estimate, else the bootstrap, else a
+    /// conservative 1 Mbit/s.
+    pub fn capacity_bps(&self) -> f64 {
+        if self.capacity_bps > 0.0 {
+            self.capacity_bps
+        } else if self.bootstrap_bps > 0.0 {
+            self.bootstrap_bps
+        } else {
+            1e6
+        }
+    }
+
+    /// The configured capacity bootstrap, bit/s.
+    pub fn bootstrap_bps(&self) -> f64 {
+        self.bootstrap_bps
+    }
+
+    /// Estimated time for the bottleneck to drain braid's own packets, at `now` (PluriBus 5.2).
+    pub fn queue_delay(&self, now: Instant) -> Duration {
+        let elapsed = (now - self.queue_at).as_micros() as f64;
+        Duration::from_micros((self.queue_us - elapsed).max(0.0) as u64)
+    }
+
+    /// When the estimated queue will be (or was) empty.
+    pub fn queue_drained_at(&self) -> Instant {
+        self.queue_at + Duration::from_micros(self.queue_us.max(0.0) as u64)
+    }
+
+    /// Serialisation time of `size` bytes at the current capacity.
+    pub fn tx_time(&self, size: usize) -> Duration {
+        Duration::from_micros(tx_time_us(size, self.capacity_bps()) as u64)
+    }
+
+    /// Estimated one-way time for a `size`-byte packet sent now, relative to `reference_owd` (the
+    /// owd of some link, to cancel the unknown clock offset): `size/capacity + Q + (d + δ)`
+    /// (PluriBus 5.3). µs, may be negative.
+    pub fn arrival_us(&self, now: Instant, size: usize, reference_owd: u32) -> i64 {
+        let owd = self.owd_us.map_or(0, |o| i64::from(o.wrapping_sub(reference_owd) as i32));
+        (self.queue_delay(now) + self.tx_time(size)).as_micros() as i64 + owd
+    }
+
+    /// Records a send: `Q <- max(0, Q - elapsed) + size / capacity` (PluriBus 5.2, as meant) and
+    /// returns the per-link sequence number to use.
+    pub fn on_send(&mut self, now: Instant, size: usize) -> u64 {
+        let drained = self.queue_delay(now).as_micros() as f64;
+        self.queue_us = drained + tx_time_us(size, self.capacity_bps());
+        self.queue_at = now;
+        self.last_send = Some(now);
+        if self.first_unconfirmed.is_none() {
+            self.first_unconfirmed = Some(now);
+        }
+        let s = self.next_seq;
+        self.next_seq += 1;
+        s
+    }
+
+    /// Applies the peer's report of this link: capacity (kbit/s, 0 = none), loss, d + δ.
+    pub fn on_report(&mut self, capacity_kbps: u32, loss: f64, owd_us: Option<u32>) {
+        if capacity_kbps > 0 {
+            self.capacity_bps = f64::from(capacity_kbps) * 1000.0;
+        }
+        self.loss = loss.clamp(0.0, 1.0);
+        if owd_us.is_some() {
+            self.owd_us = owd_us;
+        }
+    }
+
+    /// The peer confirms it received what we sent on this link at `sent_at` (our clock).
+    pub fn on_confirmed(&mut self, sent_at: Instant) {
+        if let Some(first) = self.first_unconfirmed
+            && sent_at >= first
+        {
+            // Sends after `sent_at` are still unconfirmed; the newest send time stands for them.
+            self.first_unconfirmed = match self.last_send {
+                Some(last) if last > sent_at => Some(last),
+                _ => None,
+            };
+        }
+    }
+
+    /// Since when sends on this link have gone unconfirmed, if they have.
+    pub fn unconfirmed_since(&self) -> Option<Instant> {
+        self.first_unconfirmed
+    }
+
+    /// Forgets pending confirmations (after a state change).
+    pub fn reset_confirmation(&mut self) {
+        self.first_unconfirmed = None;
+    }
+
+    /// Last time anything was sent on the link.
+    pub fn last_send(&self) -> Option<Instant> {
+        self.last_send
+    }
+
+    /// Peer-reported loss probability.
+    pub fn loss(&self) -> f64 {
+        self.loss
+    }
+
+    /// Peer-reported d + δ (µs, wrapping), if any.
+    pub fn owd_us(&self) -> Option<u32> {
+        self.owd_us
+    }
+
+    /// Takes a probe RTT sample into the smoothed RTT (RFC 6298 gain 1/8).
+    pub fn on_rtt_sample(&mut self, rtt: Duration) {
+        // Whole microseconds, like every time in the engine, so timers derived from it fire exactly.
+        let us = match self.srtt {
+            None => rtt.as_micros(),
+            Some(s) => (s.as_micros() * 7 + rtt.as_micros()) / 8,
+        };
+        self.srtt = Some(Duration::from_micros(us as u64));
+    }
+
+    /// Moves to `state` at `now`.
+    pub fn set_state(&mut self, state: LinkState, now: Instant) {
+        if self.state != state {
+            self.state = state;
+            self.since = now;
+            self.probe_streak = 0;
+            self.reset_confirmation();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn link() -> TxLink {
+        TxLink::new(LinkId(0), None, 1e6, LinkState::Active, Instant::ZERO)
+    }
+
+    #[test]
+    fn queue_grows_by_transmission_time_and_drains_with_time() {
+        let mut l = link();
+        let t0 = Instant::from_millis(10);
+        l.on_send(t0, 1250); // 10 ms at 1 Mbit/s
+        l.on_send(t0, 1250);
+        assert_eq!(l.queue_delay(t0), Duration::from_millis(20));
+        assert_eq!(l.queue_delay(t0 + Duration::from_millis(5)), Duration::from_millis(15));
+        assert_eq!(l.queue_delay(t0 + Duration::from_millis(50)), Duration::ZERO);
+        // After draining, a new send starts from an empty queue, not a negative one.
+        l.on_send(t0 + Duration::from_millis(50), 1250);
+        assert_eq!(l.queue_delay(t0 + Duration::from_millis(50)), Duration::from_millis(10));
+    }
+
+    #[test]
+    fn arrival_estimate_adds_queue_transmission_and_relative_delay() {
+        let mut a = link();
+        let mut b = link();
+        a.on_report(1000, 0.0, Some(u32::MAX - 10_000)); // wraps: must compare as i32
+        b.on_report(1000, 0.0, Some(u32::MAX.wrapping_add(60_000)));
+        let now = Instant::from_millis(1);
+        assert_eq!(a.arrival_us(now, 1250, u32::MAX - 10_000), 10_000);
+        assert_eq!(b.arrival_us(now, 1250, u32::MAX - 10_000), 10_000 + 70_000);
+    }
+
+    #[test]
+    fn capacity_falls_back_to_bootstrap_then_default() {
+        let l = TxLink::new(LinkId(1), None, 0.0, LinkState::Probing, Instant::ZERO);
+        assert_eq!(l.capacity_bps(), 1e6);
+        let mut l = TxLink::new(LinkId(1), None, 2e5, LinkState::Probing, Instant::ZERO);
+        assert_eq!(l.capacity_bps(), 2e5);
+        l.on_report(0, 0.1, None);
+        assert_eq!(l.capacity_bps(), 2e5);
+        l.on_report(300, 0.1, None);
+        assert_eq!(l.capacity_bps(), 3e5);
+    }
+
+    #[test]
+    fn confirmation_clears_unconfirmed_sends() {
+        let mut l = link();
+        l.on_send(Instant::from_millis(1), 100);
+        l.on_send(Instant::from_millis(5), 100);
+        assert_eq!(l.unconfirmed_since(), Some(Instant::from_millis(1)));
+        l.on_confirmed(Instant::from_millis(1));
+        assert_eq!(l.unconfirmed_since(), Some(Instant::from_millis(5)));
+        l.on_confirmed(Instant::from_millis(5));
+        assert_eq!(l.unconfirmed_since(), None);
+    }
+}

@@ -1,0 +1,198 @@
+//! Loss recovery (DESIGN.md 4): the sender-side schemes behind one trait, built by a factory so a
+//! new scheme is one new file, and the receiver-side decoders, which do not depend on the scheme
+//! the peer chose (whatever coded packets arrive are decoded).
+
+mod arq;
+mod dup;
+mod fec;
+mod nack;
+mod none;
+mod oec;
+mod xor;
+
+pub use arq::Arq;
+pub use dup::Dup;
+pub use fec::Fec;
+pub use nack::NackTracker;
+pub use none::NoRecovery;
+pub use oec::{Oec, greedy_degree, expected_yield};
+pub use xor::{Known, XorDecoder, XorDecoderStats, xor_into};
+
+use crate::link::LinkId;
+use crate::time::Instant;
+use crate::wire::Coverage;
+use std::fmt;
+use std::str::FromStr;
+
+/// The loss-recovery schemes braid can run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RecoveryKind {
+    /// Nothing beyond the passengers' own TCP.
+    None,
+    /// The receiver reports holes; the sender retransmits on the fastest link.
+    Arq,
+    /// Capacity-oblivious XOR coding with `percent` % redundancy (Maelstrom-style, PluriBus 6.2).
+    Fec {
+        /// Redundancy in percent of data packets.
+        percent: f64,
+    },
+    /// Every packet on every usable link.
+    Dup,
+    /// Opportunistic erasure coding (PluriBus 4, 5.1).
+    Oec,
+}
+
+impl RecoveryKind {
+    /// The scheme's name as written in configs and scenario files.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RecoveryKind::None => "none",
+            RecoveryKind::Arq => "arq",
+            RecoveryKind::Fec { .. } => "fec",
+            RecoveryKind::Dup => "dup",
+            RecoveryKind::Oec => "oec",
+        }
+    }
+
+    /// Every name [`FromStr`] accepts.
+    pub const NAMES: &'static [&'static str] = &["none", "arq", "fec", "dup", "oec"];
+}
+
+impl fmt::Display for RecoveryKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RecoveryKind::Fec { percent } => write!(f, "fec{percent}"),
+            other => f.write_str(other.name()),
+        }
+    }
+}
+
+/// A recovery name that braid does not know, or a `fec` without its redundancy.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown recovery scheme {0:?}: expected one of none, arq, fec<K> (e.g. fec10), dup, oec")]
+pub struct UnknownRecovery(pub String);
+
+impl FromStr for RecoveryKind {
+    type Err = UnknownRecovery;
+    /// Accepts `none`, `arq`, `dup`, `oec`, and `fec<K>` / `fec:<K>` with K the redundancy percent.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "none" => RecoveryKind::None,
+            "arq" => RecoveryKind::Arq,
+            "dup" => RecoveryKind::Dup,
+            "oec" => RecoveryKind::Oec,
+            _ => {
+                let k = s.strip_prefix("fec").map(|r| r.trim_start_matches(':'));
+                match k.and_then(|k| k.parse::<f64>().ok()) {
+                    Some(percent) if percent > 0.0 && percent <= 1000.0 => RecoveryKind::Fec { percent },
+                    _ => return Err(UnknownRecovery(s.to_string())),
+                }
+            }
+        })
+    }
+}
+
+/// Something the sender should transmit now, ahead of new data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Repair {
+    /// Send data packet `seq` again on the fastest link, or on `link` if given.
+    Resend {
+        /// Global sequence number.
+        seq: u64,
+        /// Required link, if any.
+        link: Option<LinkId>,
+    },
+    /// Send a copy of `seq` on every usable link except `except`.
+    Duplicate {
+        /// Global sequence number.
+        seq: u64,
+        /// The link the original went on.
+        except: LinkId,
+    },
+    /// Send a coded packet over `coverage` on the fastest link.
+    Code {
+        /// What it combines.
+        coverage: Coverage,
+    },
+}
+
+/// The sender side of a loss-recovery scheme. Every method takes `now` (quinn-proto's congestion
+/// controller style); none reads a clock.
+pub trait RecoverySender: Send + fmt::Debug {
+    /// The scheme.
+    fn kind(&self) -> RecoveryKind;
+
+    /// Whether the receiver should report holes for this scheme.
+    fn wants_nacks(&self) -> bool {
+        false
+    }
+
+    /// A new data packet `seq` went out on `link`, whose loss rate the peer reports as `loss`.
+    fn on_data_sent(&mut self, now: Instant, seq: u64, link: LinkId, loss: f64) {
+        let _ = (now, seq, link, loss);
+    }
+
+    /// The peer's cumulative ack: everything below `cum_ack` was delivered or given up.
+    fn on_ack(&mut self, now: Instant, cum_ack: u64) {
+        let _ = (now, cum_ack);
+    }
+
+    /// The peer reports `seq` missing.
+    fn on_nack(&mut self, now: Instant, seq: u64) {
+        let _ = (now, seq);
+    }
+
+    /// Repairs to send right away, before new data.
+    fn poll_repair(&mut self, now: Instant) -> Option<Repair> {
+        let _ = now;
+        None
+    }
+
+    /// Whether the scheme would send a coded packet if some link's queue were empty; the session
+    /// then wakes up when the first queue empties.
+    fn wants_opportunity(&self) -> bool {
+        false
+    }
+
+    /// `link`'s estimated queue is empty (PluriBus 4.1): a coded packet to send on it, if any.
+    fn poll_opportunistic(&mut self, now: Instant, link: LinkId, loss: f64) -> Option<Coverage> {
+        let _ = (now, link, loss);
+        None
+    }
+
+    /// Oldest sequence number the scheme may still ask the session to send or code; the session
+    /// keeps sent packets from there on.
+    fn oldest_needed(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// Builds the sender side of `kind`; `seed` drives any random choice (OEC's member selection).
+pub fn build(kind: RecoveryKind, seed: u64) -> Box<dyn RecoverySender> {
+    match kind {
+        RecoveryKind::None => Box::new(NoRecovery),
+        RecoveryKind::Arq => Box::new(Arq::default()),
+        RecoveryKind::Fec { percent } => Box::new(Fec::new(percent)),
+        RecoveryKind::Dup => Box::new(Dup::default()),
+        RecoveryKind::Oec => Box::new(Oec::new(seed)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse() {
+        assert_eq!("oec".parse::<RecoveryKind>().unwrap(), RecoveryKind::Oec);
+        assert_eq!("fec10".parse::<RecoveryKind>().unwrap(), RecoveryKind::Fec { percent: 10.0 });
+        assert_eq!("fec:100".parse::<RecoveryKind>().unwrap(), RecoveryKind::Fec { percent: 100.0 });
+        assert!("fec".parse::<RecoveryKind>().is_err());
+        assert!("fec0".parse::<RecoveryKind>().is_err());
+        let e = "zap".parse::<RecoveryKind>().unwrap_err().to_string();
+        assert!(e.contains("zap") && e.contains("oec"), "{e}");
+        for n in RecoveryKind::NAMES.iter().filter(|n| **n != "fec") {
+            assert_eq!(n.parse::<RecoveryKind>().unwrap().name(), *n);
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! The sequencing buffer (PluriBus 5.4): in-order packets go to the TUN device at once; out-of-order
+//! ones wait until the gap is filled (by arrival or recovery) or until their hold time expires, at
+//! which point the gap is skipped. A skipped packet that turns up later is still delivered (late)
+//! rather than thrown away: the passenger's TCP can use it. Nothing is ever delivered twice.
+
+use crate::time::Instant;
+use bytes::Bytes;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
+
+/// A packet leaving the buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivered {
+    /// Its global sequence number.
+    pub seq: u64,
+    /// The passenger packet.
+    pub packet: Bytes,
+    /// True if it arrived after the buffer had given up waiting for it (out of order).
+    pub late: bool,
+}
+
+/// What happened to an inserted packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Insert {
+    /// New; delivered now or held.
+    Accepted,
+    /// Already delivered or held: dropped.
+    Duplicate,
+}
+
+/// Counters for reports (DESIGN.md 6: reordering, hold time).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ReorderStats {
+    /// Delivered without waiting.
+    pub in_order: u64,
+    /// Delivered after waiting for a gap to fill.
+    pub waited: u64,
+    /// Total time packets waited, µs.
+    pub wait_us: u64,
+    /// Delivered after their gap had been skipped.
+    pub late: u64,
+    /// Sequence numbers skipped when a hold expired.
+    pub skipped: u64,
+    /// Duplicates dropped.
+    pub duplicates: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Held {
+    packet: Bytes,
+    arrived: Instant,
+    deadline: Instant,
+}
+
+/// The sequencing buffer.
+#[derive(Debug, Clone)]
+pub struct ReorderBuffer {
+    next: u64,
+    held: BTreeMap<u64, Held>,
+    deadlines: BTreeSet<(Instant, u64)>,
+    skipped: BTreeSet<u64>,
+    ready: VecDeque<Delivered>,
+    max_held: usize,
+    stats: ReorderStats,
+}
+
+/// Skipped sequence numbers remembered for late delivery (older ones are forgotten).
+const SKIPPED_MEMORY: u64 = 1 << 16;
+
+impl ReorderBuffer {
+    /// An empty buffer expecting sequence number 0, holding at most `max_held` packets.
+    pub fn new(max_held: usize) -> Self {
+        ReorderBuffer {
+            next: 0,
+            held: BTreeMap::new(),
+            deadlines: BTreeSet::new(),
+            skipped: BTreeSet::new(),
+            ready: VecDeque::new(),
+            max_held: max_held.max(1),
+            stats: ReorderStats::default(),
+        }
+    }
+
+    /// The next sequence number expected in order: everything below it was delivered or skipped.
+    /// This is the cumulative ack.
+    pub fn next_expected(&self) -> u64 {
+        self.next
+    }
+
+    /// Whether `seq` was already delivered or is held (a copy would be a duplicate).
+    pub fn has(&self, seq: u64) -> bool {
+        (seq < self.next && !self.skipped.contains(&seq)) || self.held.contains_key(&seq)
+    }
+
+    /// Whether `seq` was skipped and not yet delivered late.
+    pub fn is_skipped(&self, seq: u64) -> bool {
+        self.skipped.contains(&seq)
+    }
+
+    /// Sequence numbers not yet received between the cumulative ack and the highest held packet.
+    pub fn holes(&self) -> impl Iterator<Item = u64> + '_ {
+        let end = self.held.keys().next_back().copied().unwrap_or(self.next);
+        (self.next..end).filter(|s| !self.held.contains_key(s))
+    }
+
+    /// Offers packet `seq` arriving at `now`; if it cannot go out yet it waits at most `hold`.
+    pub fn insert(&mut self, now: Instant, seq: u64, packet: Bytes, hold: Duration) -> Insert {
+        if self.has(seq) {
+            self.stats.duplicates += 1;
+            return Insert::Duplicate;
+        }
+        if seq < self.next {
+            // A skipped packet turning up: late, but still useful to the passenger.
+            self.skipped.remove(&seq);
+            self.stats.late += 1;
+            self.ready.push_back(Delivered { seq, packet, late: true });
+            return Insert::Accepted;
+        }
+        if seq == self.next {
+            self.stats.in_order += 1;
+            self.ready.push_back(Delivered { seq, packet, late: false });
+            self.next += 1;
+            self.release_consecutive(now);
+            return Insert::Accepted;
+        }
+        let deadline = now + hold;
+        self.deadlines.insert((deadline, seq));
+        self.held.insert(seq, Held { packet, arrived: now, deadline });
+        if self.held.len() > self.max_held {
+            // Memory bound: give up on the oldest gap rather than grow.
+            if let Some((&first, _)) = self.held.iter().next() {
+                self.skip_to(now, first);
+            }
+        }
+        Insert::Accepted
+    }
+
+    fn release_consecutive(&mut self, now: Instant) {
+        while let Some(h) = self.held.remove(&self.next) {
+            self.deadlines.remove(&(h.deadline, self.next));
+            self.stats.waited += 1;
+            self.stats.wait_us += (now - h.arrived).as_micros() as u64;
+            self.ready.push_back(Delivered { seq: self.next, packet: h.packet, late: false });
+            self.next += 1;
+        }
+    }
+
+    /// Skips every missing sequence number below `seq` and releases what follows in order.
+    fn skip_to(&mut self, now: Instant, seq: u64) {
+        while self.next < seq {
+            if !self.held.contains_key(&self.next) {
+                self.skipped.insert(self.next);
+                self.stats.skipped += 1;
+                self.next += 1;
+            } else {
+                self.release_consecutive(now);
+            }
+        }
+        self.release_consecutive(now);
+        let floor = self.next.saturating_sub(SKIPPED_MEMORY);
+        while let Some(&s) = self.skipped.first() {
+            if s >= floor {
+                break;
+            }
+            self.skipped.pop_first();
+        }
+    }
+
+    /// Releases packets whose hold time has expired by `now`, skipping the gaps before them.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some(&(deadline, seq)) = self.deadlines.first() {
+            if deadline > now {
+                break;
+            }
+            self.deadlines.pop_first();
+            if self.held.contains_key(&seq) {
+                self.skip_to(now, seq);
+            }
+        }
+    }
+
+    /// When the earliest held packet's hold expires.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.deadlines.first().map(|&(d, _)| d)
+    }
+
+    /// The next packet for the TUN device.
+    pub fn poll(&mut self) -> Option<Delivered> {
+        self.ready.pop_front()
+    }
+
+    /// Packets currently held.
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> ReorderStats {
+        self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOLD: Duration = Duration::from_millis(50);
+
+    fn p(i: u64) -> Bytes {
+        Bytes::from(i.to_be_bytes().to_vec())
+    }
+
+    fn drain(b: &mut ReorderBuffer) -> Vec<(u64, bool)> {
+        std::iter::from_fn(|| b.poll()).map(|d| (d.seq, d.late)).collect()
+    }
+
+    #[test]
+    fn in_order_goes_straight_through() {
+        let mut b = ReorderBuffer::new(100);
+        for i in 0..3 {
+            b.insert(Instant::ZERO, i, p(i), HOLD);
+        }
+        assert_eq!(drain(&mut b), vec![(0, false), (1, false), (2, false)]);
+        assert_eq!(b.poll_timeout(), None);
+    }
+
+    #[test]
+    fn gap_filled_before_hold_expires() {
+        let mut b = ReorderBuffer::new(100);
+        b.insert(Instant::ZERO, 0, p(0), HOLD);
+        b.insert(Instant::ZERO, 2, p(2), HOLD);
+        b.insert(Instant::ZERO, 3, p(3), HOLD);
+        assert_eq!(drain(&mut b), vec![(0, false)]);
+        assert_eq!(b.holes().collect::<Vec<_>>(), vec![1]);
+        b.insert(Instant::from_millis(10), 1, p(1), HOLD);
+        assert_eq!(drain(&mut b), vec![(1, false), (2, false), (3, false)]);
+        assert_eq!(b.stats().waited, 2);
+        assert_eq!(b.stats().wait_us, 20_000);
+    }
+
+    #[test]
+    fn hold_expiry_skips_and_late_arrival_is_delivered_once() {
+        let mut b = ReorderBuffer::new(100);
+        b.insert(Instant::ZERO, 1, p(1), HOLD);
+        assert_eq!(b.poll_timeout(), Some(Instant::from_millis(50)));
+        b.handle_timeout(Instant::from_millis(49));
+        assert!(drain(&mut b).is_empty());
+        b.handle_timeout(Instant::from_millis(50));
+        assert_eq!(drain(&mut b), vec![(1, false)]);
+        assert_eq!(b.next_expected(), 2);
+        assert!(b.is_skipped(0));
+        assert_eq!(b.insert(Instant::from_millis(60), 0, p(0), HOLD), Insert::Accepted);
+        assert_eq!(drain(&mut b), vec![(0, true)]);
+        assert_eq!(b.insert(Instant::from_millis(61), 0, p(0), HOLD), Insert::Duplicate);
+        assert_eq!(b.insert(Instant::from_millis(61), 1, p(1), HOLD), Insert::Duplicate);
+    }
+
+    #[test]
+    fn memory_bound_forces_progress() {
+        let mut b = ReorderBuffer::new(3);
+        for i in 1..=4 {
+            b.insert(Instant::ZERO, i * 2, p(i), HOLD);
+        }
+        assert!(b.held() <= 3);
+        assert_eq!(drain(&mut b), vec![(2, false)]);
+    }
+}

@@ -1,0 +1,115 @@
+//! Schedulers: which link each data packet takes (DESIGN.md 4). Policies behind one trait, built by
+//! a factory, so a new one is one new file.
+
+mod min_delay;
+mod round_robin;
+mod single;
+
+pub use min_delay::MinDelay;
+pub use round_robin::RoundRobin;
+pub use single::Single;
+
+use crate::link::LinkId;
+use crate::time::Instant;
+use std::fmt;
+use std::str::FromStr;
+
+/// What a scheduler sees of one usable link when placing a packet.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LinkView {
+    /// The link.
+    pub id: LinkId,
+    /// Estimated arrival of this packet if sent now, µs relative to a common reference
+    /// (`size/capacity + Q + (d + δ)`, PluriBus 5.3).
+    pub arrival_us: i64,
+    /// Capacity estimate, bit/s.
+    pub capacity_bps: f64,
+    /// Peer-reported loss probability.
+    pub loss: f64,
+    /// Operator weight.
+    pub weight: u32,
+}
+
+/// A scheduling policy.
+pub trait Scheduler: Send + fmt::Debug {
+    /// The policy.
+    fn kind(&self) -> SchedulerKind;
+
+    /// Picks a link among `links` (never empty) for a `size`-byte data packet.
+    fn pick(&mut self, now: Instant, size: usize, links: &[LinkView]) -> LinkId;
+}
+
+/// The schedulers braid can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SchedulerKind {
+    /// Earliest estimated arrival (PluriBus 4.3, 5.3).
+    MinDelay,
+    /// The best link only (today's practice).
+    Single,
+    /// Links in turn regardless of their properties (TEQL; a baseline).
+    RoundRobin,
+}
+
+impl SchedulerKind {
+    /// The name as written in configs and scenarios.
+    pub fn name(self) -> &'static str {
+        match self {
+            SchedulerKind::MinDelay => "min-delay",
+            SchedulerKind::Single => "single",
+            SchedulerKind::RoundRobin => "round-robin",
+        }
+    }
+
+    /// Every name [`FromStr`] accepts.
+    pub const NAMES: &'static [&'static str] = &["min-delay", "single", "round-robin"];
+}
+
+impl fmt::Display for SchedulerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A scheduler name that braid does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown scheduler {0:?}: expected one of min-delay, single, round-robin")]
+pub struct UnknownScheduler(pub String);
+
+impl FromStr for SchedulerKind {
+    type Err = UnknownScheduler;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "min-delay" => SchedulerKind::MinDelay,
+            "single" => SchedulerKind::Single,
+            "round-robin" => SchedulerKind::RoundRobin,
+            other => return Err(UnknownScheduler(other.to_string())),
+        })
+    }
+}
+
+/// Builds a scheduler.
+pub fn build(kind: SchedulerKind) -> Box<dyn Scheduler> {
+    match kind {
+        SchedulerKind::MinDelay => Box::new(MinDelay),
+        SchedulerKind::Single => Box::new(Single::default()),
+        SchedulerKind::RoundRobin => Box::new(RoundRobin::default()),
+    }
+}
+
+#[cfg(test)]
+pub(crate) fn view(id: u8, arrival_us: i64, capacity_bps: f64, loss: f64) -> LinkView {
+    LinkView { id: LinkId(id), arrival_us, capacity_bps, loss, weight: 1 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for n in SchedulerKind::NAMES {
+            assert_eq!(n.parse::<SchedulerKind>().unwrap().name(), *n);
+        }
+        assert!("fastest".parse::<SchedulerKind>().unwrap_err().to_string().contains("min-delay"));
+    }
+}

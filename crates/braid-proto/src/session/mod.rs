@@ -1,0 +1,533 @@
+//! A braid session: one vehicle's tunnel, at either end (DESIGN.md 2).
+//!
+//! The session is a sans-IO state machine in the style of quinn-proto: the driver feeds it
+//! passenger packets ([`Session::handle_tun_packet`]), datagrams from the uplinks
+//! ([`Session::handle_datagram`]) and timeouts ([`Session::handle_timeout`]), and drains what it
+//! wants sent ([`Session::poll_transmit`]), delivered ([`Session::poll_deliver`]) and reported
+//! ([`Session::poll_event`]). Time always comes in as an argument.
+
+mod config;
+mod recv;
+mod send;
+mod stats;
+
+pub use config::{HoldConfig, LinkConfig, Role, SessionConfig};
+pub use stats::{DatagramError, LinkCounters, LinkStatus, SessionStats, TunError};
+
+use crate::link::{LinkId, LinkState, RxEstimator, TxLink};
+use crate::recovery::{self, NackTracker, RecoveryKind, RecoverySender, XorDecoder};
+use crate::reorder::ReorderBuffer;
+use crate::scheduler::{self, Scheduler, SchedulerKind};
+use crate::store::PacketStore;
+use crate::time::Instant;
+use bytes::Bytes;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// The session's timers (DESIGN.md 2; quinn-proto `connection/timer.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timer {
+    /// Data, resends or NACKs are waiting to go out.
+    Pending,
+    /// A held out-of-order packet's hold time expires.
+    Hold,
+    /// A pending ack must go out on its own.
+    Ack,
+    /// Link reports are due.
+    Report,
+    /// A hole is due to be NACKed.
+    Nack,
+    /// A probe or probe reply is due on a link.
+    Probe(LinkId),
+    /// An active link has gone unconfirmed long enough to be declared down.
+    LinkDown(LinkId),
+    /// An idle active link is due a keepalive probe.
+    Keepalive(LinkId),
+    /// A link's estimated queue empties: room for an opportunistic coded packet.
+    Opportunity(LinkId),
+}
+
+/// A passenger packet leaving the tunnel, for the TUN device.
+pub type Packet = Bytes;
+
+/// A datagram the session wants sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    /// The uplink to send it on.
+    pub link: LinkId,
+    /// Where to send it; `None` when the server has not yet learned the link's address.
+    pub destination: Option<SocketAddr>,
+    /// Its length in the caller's buffer.
+    pub len: usize,
+    /// What it is.
+    pub kind: TransmitKind,
+}
+
+/// What a transmitted datagram carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransmitKind {
+    /// A passenger packet, first transmission. `predicted_owd_us` is the session's estimate of its
+    /// one-way delay including the unknown clock offset, d + δ + Q + size/capacity (PluriBus 5.3),
+    /// so a simulator that knows the offset can measure the estimation error.
+    Data {
+        /// Global sequence number.
+        seq: u64,
+        /// Predicted delay incl. clock offset, µs, wrapping.
+        predicted_owd_us: Option<u32>,
+    },
+    /// A passenger packet sent again.
+    Resend {
+        /// Global sequence number.
+        seq: u64,
+    },
+    /// A coded packet.
+    Coded,
+    /// Feedback.
+    Feedback,
+    /// A probe or probe reply.
+    Probe,
+}
+
+/// Something the driver may want to know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// A link became usable.
+    LinkUp(LinkId),
+    /// A link stopped answering; its unacknowledged packets were re-sent on the others.
+    LinkDown(LinkId),
+    /// The server saw a link for the first time, or a link's address changed.
+    LinkAddress(LinkId, SocketAddr),
+    /// The peer closed the session.
+    Closed,
+}
+
+/// Everything the session knows about one link, both directions.
+#[derive(Debug, Clone)]
+pub(crate) struct LinkSlot {
+    pub(crate) tx: TxLink,
+    pub(crate) rx: RxEstimator,
+    /// Probe replies owed on this link: (probe id, its timestamp, when it arrived).
+    pub(crate) replies: VecDeque<(u32, u32, Instant)>,
+    /// A probe should go out.
+    pub(crate) probe_due: bool,
+    pub(crate) counters: LinkCounters,
+}
+
+/// Metadata of a sent data packet.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SentMeta {
+    pub(crate) link: LinkId,
+}
+
+/// One end of a braid tunnel.
+#[derive(Debug)]
+pub struct Session {
+    cfg: SessionConfig,
+    links: Vec<LinkSlot>,
+    // Sender side.
+    next_seq: u64,
+    sent: PacketStore<SentMeta>,
+    pending_data: VecDeque<(u64, Bytes)>,
+    resends: VecDeque<(u64, Option<LinkId>)>,
+    recovery: Box<dyn RecoverySender>,
+    scheduler: Box<dyn Scheduler>,
+    peer_cum_ack: u64,
+    // Receiver side.
+    reorder: ReorderBuffer,
+    received: PacketStore<()>,
+    xor: XorDecoder,
+    nack: NackTracker,
+    pending_nacks: Vec<u64>,
+    peer_wants_nacks: bool,
+    highest_rx: Option<u64>,
+    ack_pending_since: Option<Instant>,
+    rx_since_report: bool,
+    last_report: Instant,
+    // Driver-facing.
+    events: VecDeque<Event>,
+    stats: SessionStats,
+    closed: bool,
+}
+
+impl Session {
+    /// A session with the given links (the client's uplinks; the server usually starts with none
+    /// and learns them). Client links start probing; server links start active because they are
+    /// created by traffic that just arrived on them.
+    pub fn new(cfg: SessionConfig, links: &[LinkConfig], now: Instant) -> Self {
+        let mut s = Session {
+            recovery: recovery::build(cfg.recovery, cfg.seed ^ 0x6f65_6300),
+            scheduler: scheduler::build(cfg.scheduler),
+            sent: PacketStore::new(cfg.store_packets, cfg.store_age),
+            received: PacketStore::new(cfg.store_packets, cfg.store_age),
+            reorder: ReorderBuffer::new(cfg.store_packets),
+            xor: XorDecoder::new(512, Duration::from_secs(1)),
+            cfg,
+            links: Vec::new(),
+            next_seq: 0,
+            pending_data: VecDeque::new(),
+            resends: VecDeque::new(),
+            peer_cum_ack: 0,
+            nack: NackTracker::default(),
+            pending_nacks: Vec::new(),
+            peer_wants_nacks: false,
+            highest_rx: None,
+            ack_pending_since: None,
+            rx_since_report: false,
+            last_report: now,
+            events: VecDeque::new(),
+            stats: SessionStats::default(),
+            closed: false,
+        };
+        for l in links {
+            s.add_link(now, l);
+        }
+        s
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &SessionConfig {
+        &self.cfg
+    }
+
+    /// Adds an uplink at run time. Replaces the link's address and bootstraps if it exists.
+    pub fn add_link(&mut self, now: Instant, l: &LinkConfig) {
+        if let Some(slot) = self.slot_mut(l.id) {
+            slot.tx.remote = l.remote;
+            slot.tx.weight = l.weight;
+            return;
+        }
+        let state = match self.cfg.role {
+            Role::Client => LinkState::Probing,
+            Role::Server => LinkState::Active,
+        };
+        let mut tx = TxLink::new(l.id, l.remote, l.tx_bps, state, now);
+        tx.weight = l.weight;
+        self.links.push(LinkSlot {
+            tx,
+            rx: RxEstimator::new(l.rx_bps),
+            replies: VecDeque::new(),
+            probe_due: state == LinkState::Probing,
+            counters: LinkCounters::default(),
+        });
+        self.links.sort_by_key(|s| s.tx.id);
+    }
+
+    /// Removes an uplink at run time; its unacknowledged packets are re-sent on the others.
+    pub fn remove_link(&mut self, now: Instant, id: LinkId) {
+        self.resend_unacked_from(now, id);
+        self.links.retain(|s| s.tx.id != id);
+    }
+
+    /// Sets an uplink's address (the vehicle's modem reconnected with a new one, on the client:
+    /// the server's address for that uplink).
+    pub fn set_link_remote(&mut self, id: LinkId, remote: SocketAddr) {
+        if let Some(s) = self.slot_mut(id) {
+            s.tx.remote = Some(remote);
+        }
+    }
+
+    /// Sets an uplink's weight for weighted schedulers, without disturbing traffic.
+    pub fn set_link_weight(&mut self, id: LinkId, weight: u32) -> bool {
+        match self.slot_mut(id) {
+            Some(s) => {
+                s.tx.weight = weight;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Switches the loss-recovery scheme for what this end sends. The receiver side decodes every
+    /// scheme at all times, so nothing in flight is lost by switching.
+    pub fn set_recovery(&mut self, kind: RecoveryKind) {
+        self.recovery = recovery::build(kind, self.cfg.seed ^ 0x6f65_6301 ^ self.next_seq);
+        self.recovery.on_ack(Instant::ZERO, self.peer_cum_ack);
+        self.cfg.recovery = kind;
+    }
+
+    /// Switches the scheduler.
+    pub fn set_scheduler(&mut self, kind: SchedulerKind) {
+        self.scheduler = scheduler::build(kind);
+        self.cfg.scheduler = kind;
+    }
+
+    /// Takes a passenger packet from the TUN side to carry to the other end.
+    pub fn handle_tun_packet(&mut self, _now: Instant, packet: &[u8]) -> Result<(), TunError> {
+        if packet.is_empty() {
+            self.stats.tun_refused += 1;
+            return Err(TunError::Empty);
+        }
+        if packet.len() > self.cfg.max_packet {
+            self.stats.tun_refused += 1;
+            return Err(TunError::TooLarge { len: packet.len(), max: self.cfg.max_packet });
+        }
+        self.stats.tun_in += 1;
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.pending_data.push_back((seq, Bytes::copy_from_slice(packet)));
+        Ok(())
+    }
+
+    /// The next passenger packet for the TUN side, in order except where the hold expired.
+    pub fn poll_deliver(&mut self) -> Option<Packet> {
+        let d = self.reorder.poll()?;
+        self.stats.delivered += 1;
+        Some(d.packet)
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> SessionStats {
+        self.stats
+    }
+
+    /// Sequencing-buffer counters.
+    pub fn reorder_stats(&self) -> crate::reorder::ReorderStats {
+        self.reorder.stats()
+    }
+
+    /// XOR decoder counters.
+    pub fn decoder_stats(&self) -> recovery::XorDecoderStats {
+        self.xor.stats()
+    }
+
+    /// Whether the peer closed the session.
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// Ids of the links the session knows.
+    pub fn link_ids(&self) -> Vec<LinkId> {
+        self.links.iter().map(|s| s.tx.id).collect()
+    }
+
+    /// Status of every link.
+    pub fn link_status(&self, now: Instant) -> Vec<LinkStatus> {
+        let reference = self.reference_owd();
+        self.links
+            .iter()
+            .map(|s| LinkStatus {
+                id: s.tx.id,
+                state: s.tx.state,
+                srtt: s.tx.srtt,
+                relative_owd_us: s.tx.owd_us().map(|o| i64::from(o.wrapping_sub(reference) as i32)),
+                tx_loss: s.tx.loss(),
+                rx_loss: s.rx.loss(),
+                tx_capacity_bps: s.tx.capacity_bps(),
+                rx_capacity_bps: s.rx.capacity_bps(),
+                queue: s.tx.queue_delay(now),
+                weight: s.tx.weight,
+                counters: s.counters,
+            })
+            .collect()
+    }
+
+    /// When the driver must next call [`Session::handle_timeout`] (and then drain
+    /// [`Session::poll_transmit`]): the earliest of [`Session::timers`].
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers().into_iter().map(|(_, t)| t).min()
+    }
+
+    /// Every armed timer and when it fires (quinn-proto's timer table). `Instant::ZERO` means
+    /// "now": there is something to send.
+    pub fn timers(&self) -> Vec<(Timer, Instant)> {
+        let mut out = Vec::new();
+        let can_send = self.usable_slots().next().is_some();
+        if can_send && (!self.pending_data.is_empty() || !self.resends.is_empty() || !self.pending_nacks.is_empty()) {
+            out.push((Timer::Pending, Instant::ZERO));
+        }
+        if let Some(d) = self.reorder.poll_timeout() {
+            out.push((Timer::Hold, d));
+        }
+        if let Some(s) = self.ack_pending_since.filter(|_| can_send) {
+            out.push((Timer::Ack, s + self.cfg.ack_delay));
+        }
+        if self.rx_since_report && can_send {
+            out.push((Timer::Report, self.last_report + self.cfg.report_interval));
+        }
+        if self.peer_wants_nacks
+            && let Some(n) = self.nack.poll_timeout(self.nack_first_delay(), self.nack_retry())
+        {
+            out.push((Timer::Nack, n));
+        }
+        let down_timeout = self.down_timeout();
+        for s in &self.links {
+            let id = s.tx.id;
+            if s.tx.remote.is_some() && (!s.replies.is_empty() || s.probe_due) {
+                out.push((Timer::Probe(id), Instant::ZERO));
+            }
+            match s.tx.state {
+                LinkState::Active => {
+                    if let Some(u) = s.tx.unconfirmed_since() {
+                        out.push((Timer::LinkDown(id), u + down_timeout(s)));
+                    }
+                    let idle_since = s.tx.last_send().unwrap_or(s.tx.since).max(s.tx.last_probe.unwrap_or(Instant::ZERO));
+                    out.push((Timer::Keepalive(id), idle_since + self.cfg.keepalive));
+                }
+                LinkState::Probing => {
+                    out.push((Timer::Probe(id), s.tx.last_probe.map_or(Instant::ZERO, |p| p + self.cfg.probe_interval)))
+                }
+                LinkState::Down => {
+                    out.push((Timer::Probe(id), s.tx.last_probe.map_or(Instant::ZERO, |p| p + self.cfg.down_probe_interval)))
+                }
+            }
+        }
+        if self.recovery.wants_opportunity() {
+            for s in self.usable_slots() {
+                out.push((Timer::Opportunity(s.tx.id), s.tx.queue_drained_at()));
+            }
+        }
+        out
+    }
+
+    /// Handles whatever timers have expired by `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.reorder.handle_timeout(now);
+        self.check_links(now);
+        if self.peer_wants_nacks {
+            let holes: Vec<u64> = self.reorder.holes().take(4096).collect();
+            let due = self.nack.poll(now, holes.into_iter(), self.reorder.next_expected(), self.nack_first_delay(), self.nack_retry(), crate::wire::FeedbackRepr::MAX_NACKS);
+            for s in due {
+                if !self.pending_nacks.contains(&s) {
+                    self.pending_nacks.push(s);
+                }
+            }
+        }
+    }
+
+    /// Probing, keepalive and failure detection for every link (DESIGN.md 4, links that come and
+    /// go): an active link whose sends go unconfirmed for a few round trips is down.
+    fn check_links(&mut self, now: Instant) {
+        let down_timeout = self.down_timeout();
+        let mut went_down = Vec::new();
+        for s in &mut self.links {
+            match s.tx.state {
+                LinkState::Active => {
+                    if let Some(u) = s.tx.unconfirmed_since()
+                        && now >= u + down_timeout(s)
+                    {
+                        s.tx.set_state(LinkState::Down, now);
+                        s.counters.downs += 1;
+                        s.probe_due = true;
+                        went_down.push(s.tx.id);
+                        continue;
+                    }
+                    let idle_since = s.tx.last_send().unwrap_or(s.tx.since).max(s.tx.last_probe.unwrap_or(Instant::ZERO));
+                    if now >= idle_since + self.cfg.keepalive {
+                        s.probe_due = true;
+                    }
+                }
+                LinkState::Probing => {
+                    if s.tx.last_probe.is_none_or(|p| now >= p + self.cfg.probe_interval) {
+                        s.probe_due = true;
+                    }
+                }
+                LinkState::Down => {
+                    if s.tx.last_probe.is_none_or(|p| now >= p + self.cfg.down_probe_interval) {
+                        s.probe_due = true;
+                    }
+                }
+            }
+        }
+        for id in went_down {
+            tracing::debug!(link = %id, "link down");
+            self.events.push_back(Event::LinkDown(id));
+            self.resend_unacked_from(now, id);
+        }
+    }
+
+    /// How long an active link may go unconfirmed: a few RTTs plus the peer's report period, so
+    /// an outage is noticed in well under a second, not tens of seconds.
+    fn down_timeout(&self) -> impl Fn(&LinkSlot) -> Duration + use<> {
+        let min = self.cfg.min_down_timeout;
+        let report = self.cfg.report_interval;
+        move |s: &LinkSlot| {
+            let rtt = s.tx.srtt.unwrap_or(Duration::from_millis(200));
+            (rtt * 3 + report * 2).clamp(min, Duration::from_secs(3))
+        }
+    }
+
+    /// Re-sends packets that went out on `id` and are not yet acknowledged, on the other links.
+    fn resend_unacked_from(&mut self, _now: Instant, id: LinkId) {
+        let from = self.peer_cum_ack.max(self.sent.base());
+        let mut n = 0;
+        for seq in from..self.next_seq {
+            if let Some(st) = self.sent.get(seq)
+                && st.meta.link == id
+            {
+                self.resends.push_back((seq, None));
+                n += 1;
+                if n >= 1024 {
+                    break;
+                }
+            }
+        }
+    }
+
+    pub(crate) fn slot_mut(&mut self, id: LinkId) -> Option<&mut LinkSlot> {
+        self.links.iter_mut().find(|s| s.tx.id == id)
+    }
+
+    /// Links data may use: active ones; failing that, probing ones; failing that, any with an
+    /// address. Passengers' packets are never dropped for want of a perfect link.
+    pub(crate) fn usable_slots(&self) -> impl Iterator<Item = &LinkSlot> {
+        let has = |st: LinkState| self.links.iter().any(|s| s.tx.state == st && s.tx.remote.is_some());
+        let want = if has(LinkState::Active) {
+            Some(LinkState::Active)
+        } else if has(LinkState::Probing) {
+            Some(LinkState::Probing)
+        } else {
+            None
+        };
+        self.links.iter().filter(move |s| s.tx.remote.is_some() && want.is_none_or(|w| s.tx.state == w))
+    }
+
+    /// The d + δ all relative delays are measured against: the smallest known.
+    pub(crate) fn reference_owd(&self) -> u32 {
+        let known: Vec<u32> = self.links.iter().filter_map(|s| s.tx.owd_us()).collect();
+        let Some(&first) = known.first() else { return 0 };
+        known.iter().copied().min_by_key(|o| o.wrapping_sub(first) as i32).unwrap_or(first)
+    }
+
+    /// Spread of the incoming links' one-way delays: how long an in-order packet may trail a
+    /// later one that took a faster link.
+    fn rx_delay_spread(&self) -> Duration {
+        let owds: Vec<u32> = self.links.iter().filter(|s| s.tx.state != LinkState::Down).filter_map(|s| s.rx.owd_us()).collect();
+        let Some(&first) = owds.first() else { return Duration::ZERO };
+        let rel: Vec<i64> = owds.iter().map(|o| i64::from(o.wrapping_sub(first) as i32)).collect();
+        let spread = rel.iter().max().copied().unwrap_or(0) - rel.iter().min().copied().unwrap_or(0);
+        Duration::from_micros(spread.clamp(0, 10_000_000) as u64)
+    }
+
+    /// Sequencing-buffer hold: the delay spread plus a margin, bounded (PluriBus 5.4 used a fixed
+    /// 50 ms; braid derives it). With ARQ, a retransmission must fit in as well.
+    pub(crate) fn hold_time(&self) -> Duration {
+        if let Some(f) = self.cfg.hold.fixed {
+            return f;
+        }
+        let h = self.cfg.hold;
+        let mut hold = self.rx_delay_spread() + h.margin;
+        if self.peer_wants_nacks {
+            hold += self.nack_first_delay() + self.min_rtt();
+        }
+        hold.clamp(h.min, h.max.max(h.min))
+    }
+
+    fn min_rtt(&self) -> Duration {
+        self.links.iter().filter_map(|s| s.tx.srtt).min().unwrap_or(Duration::from_millis(100))
+    }
+
+    fn nack_first_delay(&self) -> Duration {
+        self.rx_delay_spread() + Duration::from_millis(5)
+    }
+
+    fn nack_retry(&self) -> Duration {
+        self.nack_first_delay() + self.min_rtt() + Duration::from_millis(10)
+    }
+}
+

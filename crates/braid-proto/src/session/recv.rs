@@ -1,0 +1,243 @@
+//! The receive path: datagrams from the uplinks.
+
+use super::{DatagramError, Event, LinkCounters, LinkSlot, Role, Session};
+use crate::link::{LinkId, LinkState, OUTER_OVERHEAD, RxEstimator, TxLink};
+use crate::recovery::Known;
+use crate::seq;
+use crate::time::Instant;
+use crate::wire::{CloseRepr, CodedRepr, DataRepr, FLAG_NACK_WANTED, FLAG_REPLY, FeedbackRepr, Header, PacketType, ProbeRepr};
+use bytes::Bytes;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+impl Session {
+    /// Takes a datagram that arrived at `now` from `from`. `link` is the uplink it arrived on when
+    /// the driver knows it (the client, which has one socket per uplink); the server passes `None`
+    /// and the header's link id is used. Anything malformed, for another session or for an unknown
+    /// link is counted and dropped, never a panic.
+    pub fn handle_datagram(&mut self, now: Instant, link: Option<LinkId>, from: SocketAddr, datagram: &[u8]) -> Result<(), DatagramError> {
+        let (h, body) = match Header::parse(datagram) {
+            Ok(x) => x,
+            Err(e) => {
+                self.stats.malformed += 1;
+                return Err(e.into());
+            }
+        };
+        if h.session != self.cfg.session_id {
+            self.stats.wrong_session += 1;
+            return Err(DatagramError::WrongSession { got: h.session, ours: self.cfg.session_id });
+        }
+        if link.is_some_and(|l| l != h.link) {
+            self.stats.unknown_link += 1;
+            return Err(DatagramError::UnknownLink { named: h.link });
+        }
+        // Parse the body before touching any state, so a malformed datagram changes nothing.
+        let parsed = match parse_body(&h, body) {
+            Ok(p) => p,
+            Err(e) => {
+                self.stats.malformed += 1;
+                return Err(e.into());
+            }
+        };
+        if self.slot_mut(h.link).is_none() {
+            match self.cfg.role {
+                Role::Server if self.links.len() < FeedbackRepr::MAX_LINKS => {
+                    self.links.push(LinkSlot {
+                        tx: TxLink::new(h.link, Some(from), 0.0, LinkState::Active, now),
+                        rx: RxEstimator::new(0.0),
+                        replies: VecDeque::new(),
+                        probe_due: false,
+                        counters: LinkCounters::default(),
+                    });
+                    self.links.sort_by_key(|s| s.tx.id);
+                    self.events.push_back(Event::LinkAddress(h.link, from));
+                }
+                _ => {
+                    self.stats.unknown_link += 1;
+                    return Err(DatagramError::UnknownLink { named: h.link });
+                }
+            }
+        }
+        let role = self.cfg.role;
+        let slot = self.slot_mut(h.link).expect("slot exists: found or created above");
+        if role == Role::Server && slot.tx.remote != Some(from) {
+            // The vehicle's modem got a new address: follow it (issue 5 adds: only once authenticated).
+            slot.tx.remote = Some(from);
+            self.events.push_back(Event::LinkAddress(h.link, from));
+        }
+        let slot = self.slot_mut(h.link).expect("slot exists");
+        slot.rx.handle(now, h.link_seq, h.timestamp, datagram.len() + OUTER_OVERHEAD);
+        slot.counters.datagrams_received += 1;
+        slot.counters.bytes_received += datagram.len() as u64;
+        self.stats.datagrams_received += 1;
+        self.rx_since_report = true;
+
+        match parsed {
+            Body::Data(d) => self.on_data(now, h.flags, d),
+            Body::Coded(c) => self.on_coded(now, c),
+            Body::Feedback(f) => self.on_feedback(now, &f),
+            Body::Probe(p) => self.on_probe(now, &h, p),
+            Body::Close(c) => {
+                tracing::debug!(reason = c.reason, "peer closed the session");
+                self.closed = true;
+                self.events.push_back(Event::Closed);
+            }
+        }
+        Ok(())
+    }
+
+    fn expected_rx(&self) -> u64 {
+        self.highest_rx.map_or(0, |h| h + 1)
+    }
+
+    fn on_data(&mut self, now: Instant, flags: u8, d: DataRepr<'_>) {
+        self.peer_wants_nacks = flags & FLAG_NACK_WANTED != 0;
+        if let Some(a) = d.ack {
+            self.on_cum_ack(now, a);
+        }
+        let seq = seq::expand(self.expected_rx(), d.seq);
+        self.accept_packet(now, seq, Bytes::copy_from_slice(d.payload), false);
+    }
+
+    /// A data packet arrived (`recovered` false) or was recovered: store it for decoding, sequence
+    /// it, and let the decoder peel any coded packet waiting for it, recursively.
+    fn accept_packet(&mut self, now: Instant, seq: u64, packet: Bytes, recovered: bool) {
+        let mut work = vec![(seq, packet, recovered)];
+        let mut out = Vec::new();
+        while let Some((seq, packet, recovered)) = work.pop() {
+            if self.reorder.has(seq) {
+                if !recovered {
+                    self.stats.duplicates += 1;
+                }
+                continue;
+            }
+            if recovered {
+                self.stats.recovered += 1;
+            }
+            self.highest_rx = Some(self.highest_rx.map_or(seq, |h| h.max(seq)));
+            let hold = self.hold_time();
+            self.received.insert(now, seq, packet.clone(), ());
+            self.xor.handle_packet(seq, &packet, &mut out);
+            self.reorder.insert(now, seq, packet, hold);
+            work.extend(out.drain(..).map(|(s, p)| (s, Bytes::from(p), true)));
+        }
+        self.ack_pending_since.get_or_insert(now);
+    }
+
+    fn on_coded(&mut self, now: Instant, c: CodedRepr<'_>) {
+        let coverage = c.coverage(self.expected_rx());
+        let mut recovered = Vec::new();
+        {
+            let (received, reorder) = (&self.received, &self.reorder);
+            let known = |s: u64| match received.get(s) {
+                Some(st) => Known::Have(&st.packet),
+                None if reorder.has(s) => Known::Forgotten,
+                None => Known::Missing,
+            };
+            self.xor.handle_coded(now, &coverage, c.len_xor, c.payload, known, &mut recovered);
+        }
+        for (seq, p) in recovered {
+            self.accept_packet(now, seq, Bytes::from(p), true);
+        }
+    }
+
+    fn on_cum_ack(&mut self, now: Instant, wire_ack: u32) {
+        let ack = seq::expand(self.peer_cum_ack, wire_ack).min(self.next_seq);
+        if ack > self.peer_cum_ack {
+            self.peer_cum_ack = ack;
+            self.recovery.on_ack(now, ack);
+            self.resends.retain(|&(s, _)| s >= ack);
+            let keep_from = self.recovery.oldest_needed().map_or(ack, |o| o.min(ack));
+            self.sent.remove_below(keep_from);
+        }
+    }
+
+    fn on_feedback(&mut self, now: Instant, f: &FeedbackRepr) {
+        self.on_cum_ack(now, f.cum_ack);
+        for r in &f.links {
+            let Some(slot) = self.slot_mut(r.link) else { continue };
+            slot.tx.on_report(r.capacity_kbps, r.loss_rate(), Some(r.owd_us));
+            slot.rx.bootstrap(f64::from(r.reverse_hint_kbps) * 1000.0);
+            // The echo is our own timestamp: when we sent the newest packet the peer got here.
+            let age = now.wire_timestamp().wrapping_sub(r.echo_timestamp);
+            if age < 60_000_000 {
+                slot.tx.on_confirmed(now.saturating_sub(Duration::from_micros(u64::from(age))));
+            }
+        }
+        self.detect_tail_loss(now, f.highest);
+        let base = self.peer_cum_ack;
+        for n in &f.nacks {
+            let start = seq::expand(base, n.start);
+            for s in start..start + u64::from(n.len) {
+                if s < self.next_seq {
+                    self.recovery.on_nack(now, s);
+                }
+            }
+        }
+    }
+
+    /// Holes are revealed by later arrivals, so the last packets of a burst can be lost unnoticed.
+    /// With a NACK-driven scheme, the receiver's highest sequence number stands in: packets above it
+    /// sent longer ago than the slowest link's RTT are reported missing (like TCP's tail-loss
+    /// probe).
+    fn detect_tail_loss(&mut self, now: Instant, wire_highest: u32) {
+        if !self.recovery.wants_nacks() {
+            return;
+        }
+        let highest = seq::expand(self.peer_cum_ack, wire_highest);
+        let wait = self.links.iter().filter_map(|s| s.tx.srtt).max().unwrap_or(Duration::from_millis(200)) + Duration::from_millis(20);
+        let from = (highest + 1).max(self.peer_cum_ack).max(self.sent.base());
+        for s in from..self.next_seq.min(from + 64) {
+            match self.sent.get(s) {
+                Some(st) if now - st.at >= wait => self.recovery.on_nack(now, s),
+                _ => break,
+            }
+        }
+    }
+
+    fn on_probe(&mut self, now: Instant, h: &Header, p: ProbeRepr) {
+        let keepalive = self.cfg.keepalive;
+        let Some(slot) = self.slot_mut(h.link) else { return };
+        if h.flags & FLAG_REPLY == 0 {
+            if slot.replies.len() < 16 {
+                slot.replies.push_back((p.id, h.timestamp, now));
+            }
+            return;
+        }
+        let age = now.wire_timestamp().wrapping_sub(p.echo_timestamp);
+        let rtt = Duration::from_micros(u64::from(age.saturating_sub(p.echo_delay_us)));
+        if rtt > keepalive * 10 {
+            return;
+        }
+        slot.tx.on_rtt_sample(rtt);
+        slot.tx.on_confirmed(now.saturating_sub(Duration::from_micros(u64::from(age))));
+        if slot.tx.state != LinkState::Active {
+            slot.tx.probe_streak += 1;
+            if slot.tx.probe_streak >= crate::link::PROBES_TO_ACTIVATE {
+                slot.tx.set_state(LinkState::Active, now);
+                let id = slot.tx.id;
+                tracing::debug!(link = %id, "link up");
+                self.events.push_back(Event::LinkUp(id));
+            }
+        }
+    }
+}
+
+enum Body<'a> {
+    Data(DataRepr<'a>),
+    Coded(CodedRepr<'a>),
+    Feedback(FeedbackRepr),
+    Probe(ProbeRepr),
+    Close(CloseRepr),
+}
+
+fn parse_body<'a>(h: &Header, body: &'a [u8]) -> Result<Body<'a>, crate::wire::WireError> {
+    Ok(match h.ptype {
+        PacketType::Data => Body::Data(DataRepr::parse(h.flags, body)?),
+        PacketType::Coded => Body::Coded(CodedRepr::parse(body)?),
+        PacketType::Feedback => Body::Feedback(FeedbackRepr::parse(body)?),
+        PacketType::Probe => Body::Probe(ProbeRepr::parse(body)?),
+        PacketType::Close => Body::Close(CloseRepr::parse(body)?),
+    })
+}

@@ -1,0 +1,308 @@
+//! The transmit path: what goes out next, and on which link.
+//!
+//! Priority: probe replies and probes (tiny, keep links alive), feedback when due, re-sends and
+//! scheme repairs (ARQ, duplicates, FEC), new data, and last, coded packets into links whose
+//! estimated queue is empty (OEC, PluriBus 4.1). Coded packets therefore never delay data by more
+//! than the one packet already on the wire.
+
+use super::{SentMeta, Session, Transmit, TransmitKind};
+use crate::link::{LinkId, OUTER_OVERHEAD};
+use crate::recovery::{Repair, xor_into};
+use crate::scheduler::{LinkView, MinDelay, Scheduler};
+use crate::seq;
+use crate::time::Instant;
+use crate::wire::{
+    CodeKind, CodedRepr, Coverage, DataRepr, FLAG_NACK_WANTED, FLAG_REPLY, FeedbackRepr, HEADER_LEN, Header, LinkReport,
+    MAX_CARRIER_OVERHEAD, NackRange, PacketType, ProbeRepr,
+};
+use bytes::Bytes;
+
+impl Session {
+    /// Smallest buffer [`Session::poll_transmit`] accepts: the largest datagram braid sends.
+    pub fn min_transmit_buffer(&self) -> usize {
+        self.cfg.max_packet + MAX_CARRIER_OVERHEAD
+    }
+
+    /// Writes the next datagram to send into `buf` and says where it goes; `None` when there is
+    /// nothing to send now. Call until `None` after every input and timeout. `buf` must hold at
+    /// least [`Session::min_transmit_buffer`] bytes.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        if buf.len() < self.min_transmit_buffer() {
+            return None;
+        }
+        if let Some(t) = self.poll_probe(now, buf) {
+            return Some(t);
+        }
+        if self.feedback_due(now)
+            && let Some(t) = self.send_feedback(now, buf)
+        {
+            return Some(t);
+        }
+        while let Some((seq, link)) = self.resends.pop_front() {
+            if let Some(t) = self.send_data(now, buf, seq, link, true) {
+                return Some(t);
+            }
+        }
+        while let Some(r) = self.recovery.poll_repair(now) {
+            match r {
+                Repair::Resend { seq, link } => {
+                    if let Some(t) = self.send_data(now, buf, seq, link, true) {
+                        return Some(t);
+                    }
+                }
+                Repair::Duplicate { seq, except } => {
+                    let others: Vec<LinkId> = self.usable_slots().map(|s| s.tx.id).filter(|&id| id != except).collect();
+                    self.resends.extend(others.into_iter().map(|id| (seq, Some(id))));
+                    if let Some((seq, link)) = self.resends.pop_front()
+                        && let Some(t) = self.send_data(now, buf, seq, link, true)
+                    {
+                        return Some(t);
+                    }
+                }
+                Repair::Code { coverage } => {
+                    if let Some(t) = self.send_coded(now, buf, &coverage, None) {
+                        return Some(t);
+                    }
+                }
+            }
+        }
+        if let Some((seq, packet)) = self.pending_data.pop_front() {
+            self.sent.insert(now, seq, packet, SentMeta { link: LinkId(0) });
+            if let Some(t) = self.send_data(now, buf, seq, None, false) {
+                return Some(t);
+            }
+        }
+        if self.recovery.wants_opportunity() {
+            let empty: Vec<(LinkId, f64)> =
+                self.usable_slots().filter(|s| s.tx.queue_delay(now).is_zero()).map(|s| (s.tx.id, s.tx.loss())).collect();
+            for (id, loss) in empty {
+                if let Some(cov) = self.recovery.poll_opportunistic(now, id, loss)
+                    && let Some(t) = self.send_coded(now, buf, &cov, Some(id))
+                {
+                    return Some(t);
+                }
+            }
+        }
+        None
+    }
+
+    /// Writes the header for a datagram of `body_len` body bytes on `link`, accounting for it in
+    /// the link's queue model and counters. Returns the header length and the destination.
+    fn start_datagram(&mut self, now: Instant, buf: &mut [u8], link: LinkId, ptype: PacketType, flags: u8, body_len: usize) -> Option<(usize, Option<std::net::SocketAddr>)> {
+        let session = self.cfg.session_id;
+        let slot = self.slot_mut(link)?;
+        let size = HEADER_LEN + body_len;
+        let link_seq = slot.tx.on_send(now, size + OUTER_OVERHEAD);
+        slot.counters.datagrams_sent += 1;
+        slot.counters.bytes_sent += size as u64;
+        let h = Header { ptype, flags, session, link, link_seq: seq::truncate(link_seq), timestamp: now.wire_timestamp() };
+        let remote = slot.tx.remote;
+        let n = h.emit(buf).ok()?;
+        self.stats.bytes_sent += size as u64;
+        Some((n, remote))
+    }
+
+    fn link_views(&self, now: Instant, size: usize) -> Vec<LinkView> {
+        let reference = self.reference_owd();
+        self.usable_slots()
+            .map(|s| LinkView {
+                id: s.tx.id,
+                arrival_us: s.tx.arrival_us(now, size + OUTER_OVERHEAD, reference),
+                capacity_bps: s.tx.capacity_bps(),
+                loss: s.tx.loss(),
+                weight: s.tx.weight,
+            })
+            .collect()
+    }
+
+    /// The link the earliest arrival estimate favours: for resends, repairs and feedback.
+    fn fastest_link(&mut self, now: Instant, size: usize) -> Option<LinkId> {
+        let views = self.link_views(now, size);
+        (!views.is_empty()).then(|| MinDelay.pick(now, size, &views))
+    }
+
+    /// Sends data packet `seq` from the sent store: a first transmission through the scheduler, or
+    /// a resend on `link` or the fastest link.
+    fn send_data(&mut self, now: Instant, buf: &mut [u8], seq: u64, link: Option<LinkId>, resend: bool) -> Option<Transmit> {
+        let packet: Bytes = self.sent.get(seq)?.packet.clone();
+        let ack = self.ack_pending_since.map(|_| seq::truncate(self.reorder.next_expected()));
+        let body = DataRepr { seq: seq::truncate(seq), ack, payload: &packet };
+        let size = HEADER_LEN + body.len();
+        let link = match link {
+            Some(l) if self.links.iter().any(|s| s.tx.id == l && s.tx.remote.is_some()) => l,
+            Some(_) => return None,
+            None if resend => self.fastest_link(now, size)?,
+            None => {
+                let views = self.link_views(now, size);
+                if views.is_empty() {
+                    // No link can carry it now; keep it for when one can.
+                    self.pending_data.push_front((seq, packet));
+                    return None;
+                }
+                self.scheduler.pick(now, size, &views)
+            }
+        };
+        let predicted = self.slot_mut(link).and_then(|s| {
+            let q = s.tx.queue_delay(now) + s.tx.tx_time(size + OUTER_OVERHEAD);
+            s.tx.owd_us().map(|o| o.wrapping_add(q.as_micros() as u32))
+        });
+        let mut flags = body.flags();
+        if self.recovery.wants_nacks() {
+            flags |= FLAG_NACK_WANTED;
+        }
+        let (n, destination) = self.start_datagram(now, buf, link, PacketType::Data, flags, body.len())?;
+        let m = body.emit(&mut buf[n..]).ok()?;
+        if ack.is_some() {
+            self.ack_pending_since = None;
+        }
+        let loss = self.slot_mut(link).map_or(0.0, |s| {
+            s.counters.data_sent += 1;
+            s.tx.loss()
+        });
+        let kind = if resend {
+            self.stats.data_resent += 1;
+            TransmitKind::Resend { seq }
+        } else {
+            self.stats.data_sent += 1;
+            self.stats.payload_bytes_sent += packet.len() as u64;
+            if let Some(st) = self.sent.get_mut(seq) {
+                st.meta = SentMeta { link };
+            }
+            self.recovery.on_data_sent(now, seq, link, loss);
+            TransmitKind::Data { seq, predicted_owd_us: predicted }
+        };
+        Some(Transmit { link, destination, len: n + m, kind })
+    }
+
+    /// Builds and sends a coded packet over `coverage` on `link` (or the fastest link).
+    fn send_coded(&mut self, now: Instant, buf: &mut [u8], coverage: &Coverage, link: Option<LinkId>) -> Option<Transmit> {
+        let members = coverage.members();
+        let mut payload = Vec::new();
+        let mut len_xor = 0u16;
+        for &m in &members {
+            let Some(st) = self.sent.get(m) else {
+                // A member left the store (age or count bound): this repair cannot be built, and the
+                // scheme must not keep asking for it.
+                self.stats.coded_unbuildable += 1;
+                let floor = self.sent.base().max(self.peer_cum_ack);
+                self.recovery.on_ack(now, floor);
+                return None;
+            };
+            if st.packet.len() > payload.len() {
+                payload.resize(st.packet.len(), 0);
+            }
+            xor_into(&mut payload, &st.packet);
+            len_xor ^= st.packet.len() as u16;
+        }
+        if payload.is_empty() {
+            return None;
+        }
+        let body = CodedRepr {
+            kind: CodeKind::Xor,
+            base: seq::truncate(coverage.base),
+            span: coverage.span,
+            degree: coverage.degree,
+            seed: coverage.seed,
+            len_xor,
+            payload: &payload,
+        };
+        let size = HEADER_LEN + body.len();
+        let link = match link {
+            Some(l) => l,
+            None => self.fastest_link(now, size)?,
+        };
+        let (n, destination) = self.start_datagram(now, buf, link, PacketType::Coded, 0, body.len())?;
+        let m = body.emit(&mut buf[n..]).ok()?;
+        self.stats.coded_sent += 1;
+        if let Some(s) = self.slot_mut(link) {
+            s.counters.coded_sent += 1;
+        }
+        Some(Transmit { link, destination, len: n + m, kind: TransmitKind::Coded })
+    }
+
+    fn feedback_due(&self, now: Instant) -> bool {
+        !self.pending_nacks.is_empty()
+            || self.ack_pending_since.is_some_and(|t| now >= t + self.cfg.ack_delay)
+            || (self.rx_since_report && now >= self.last_report + self.cfg.report_interval)
+    }
+
+    fn send_feedback(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        let links: Vec<LinkReport> = self
+            .links
+            .iter()
+            .filter_map(|s| {
+                let (ts, at) = s.rx.last()?;
+                Some(LinkReport {
+                    link: s.tx.id,
+                    loss: LinkReport::encode_loss(s.rx.loss()),
+                    capacity_kbps: s.rx.capacity_kbps(),
+                    reverse_hint_kbps: crate::link::bps_to_kbps(s.tx.bootstrap_bps()),
+                    owd_us: s.rx.owd_us().unwrap_or(0),
+                    echo_timestamp: ts,
+                    echo_delay_us: (now - at).as_micros().min(u128::from(u32::MAX)) as u32,
+                })
+            })
+            .take(FeedbackRepr::MAX_LINKS)
+            .collect();
+        let mut nacks = Vec::new();
+        self.pending_nacks.sort_unstable();
+        for &s in &self.pending_nacks {
+            if let Some(NackRange { start, len }) = nacks.last_mut()
+                && seq::expand(s, *start) + u64::from(*len) == s
+                && *len < u8::MAX
+            {
+                *len += 1;
+                continue;
+            }
+            if nacks.len() == FeedbackRepr::MAX_NACKS {
+                break;
+            }
+            nacks.push(NackRange { start: seq::truncate(s), len: 1 });
+        }
+        let body = FeedbackRepr {
+            cum_ack: seq::truncate(self.reorder.next_expected()),
+            highest: seq::truncate(self.highest_rx.unwrap_or(0)),
+            links,
+            nacks,
+        };
+        let size = HEADER_LEN + body.len();
+        let link = self.fastest_link(now, size)?;
+        let (n, destination) = self.start_datagram(now, buf, link, PacketType::Feedback, 0, body.len())?;
+        let m = body.emit(&mut buf[n..]).ok()?;
+        self.stats.feedback_sent += 1;
+        self.stats.nacks_sent += self.pending_nacks.len() as u64;
+        self.pending_nacks.clear();
+        self.ack_pending_since = None;
+        self.rx_since_report = false;
+        self.last_report = now;
+        Some(Transmit { link, destination, len: n + m, kind: TransmitKind::Feedback })
+    }
+
+    fn poll_probe(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        for idx in 0..self.links.len() {
+            let slot = &mut self.links[idx];
+            if slot.replies.is_empty() && !slot.probe_due {
+                continue;
+            }
+            let id = slot.tx.id;
+            if slot.tx.remote.is_none() {
+                slot.replies.clear();
+                slot.probe_due = false;
+                continue;
+            }
+            let (flags, body) = if let Some((pid, ts, at)) = slot.replies.pop_front() {
+                (FLAG_REPLY, ProbeRepr { id: pid, echo_timestamp: ts, echo_delay_us: (now - at).as_micros() as u32 })
+            } else {
+                slot.probe_due = false;
+                slot.tx.last_probe = Some(now);
+                slot.tx.probe_id = slot.tx.probe_id.wrapping_add(1);
+                (0, ProbeRepr { id: slot.tx.probe_id, echo_timestamp: 0, echo_delay_us: 0 })
+            };
+            let (n, destination) = self.start_datagram(now, buf, id, PacketType::Probe, flags, ProbeRepr::LEN)?;
+            let m = body.emit(&mut buf[n..]).ok()?;
+            self.stats.probes_sent += 1;
+            return Some(Transmit { link: id, destination, len: n + m, kind: TransmitKind::Probe });
+        }
+        None
+    }
+}

@@ -1,0 +1,4 @@
+//! Engine-level test suites, kept out of the modules they exercise (STYLE.md).
+
+mod pair;
+mod session;

@@ -1,0 +1,202 @@
+//! A pair harness (after quinn-proto's `tests/util.rs`): a client and a server session on a
+//! virtual clock, joined by links whose in-flight datagrams a test can drop, delay or reorder.
+
+use crate::link::LinkId;
+use crate::session::{LinkConfig, Role, Session, SessionConfig};
+use crate::time::Instant;
+use bytes::Bytes;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Direction of travel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Dir {
+    /// Client to server.
+    Up,
+    /// Server to client.
+    Down,
+}
+
+/// One emulated link: fixed one-way delay per direction, serialisation at a rate, and a drop rule.
+pub struct PairLink {
+    pub delay: Duration,
+    pub rate_bps: f64,
+    busy_until: [Instant; 2],
+    pub up: bool,
+}
+
+type DropFn = Box<dyn FnMut(Dir, LinkId, u64, &[u8]) -> bool>;
+type JitterFn = Box<dyn FnMut(Dir, LinkId, u64) -> Duration>;
+
+pub struct Pair {
+    pub client: Session,
+    pub server: Session,
+    pub now: Instant,
+    pub links: Vec<PairLink>,
+    in_flight: BinaryHeap<Reverse<(Instant, u64, Dir, u8, Vec<u8>)>>,
+    counter: u64,
+    /// Returns true to drop a datagram (direction, link, per-pair counter, bytes).
+    pub drop: DropFn,
+    /// Extra delay per datagram (reordering).
+    pub jitter: JitterFn,
+    pub client_addrs: Vec<SocketAddr>,
+    pub server_addr: SocketAddr,
+    pub delivered_up: Vec<Bytes>,
+    pub delivered_down: Vec<Bytes>,
+    pub dropped: u64,
+    /// Server clock = virtual time + this (the sessions' clocks need not agree).
+    pub server_offset: Duration,
+}
+
+pub fn addr(s: &str) -> SocketAddr {
+    s.parse().expect("test address")
+}
+
+impl Pair {
+    /// Links given as (one-way delay ms, rate kbit/s).
+    pub fn new(links: &[(u64, f64)], cfg: impl Fn(Role) -> SessionConfig) -> Self {
+        let server_addr = addr("192.0.2.1:7700");
+        let client_addrs: Vec<SocketAddr> = (0..links.len()).map(|i| addr(&format!("198.51.100.{}:5000", i + 1))).collect();
+        let lc: Vec<LinkConfig> = links
+            .iter()
+            .enumerate()
+            .map(|(i, &(_, kbps))| LinkConfig::new(LinkId(i as u8), Some(server_addr), kbps * 1000.0, kbps * 1000.0))
+            .collect();
+        let server_offset = Duration::from_secs(3600);
+        Pair {
+            client: Session::new(cfg(Role::Client), &lc, Instant::ZERO),
+            server: Session::new(cfg(Role::Server), &[], Instant::ZERO + server_offset),
+            now: Instant::ZERO,
+            links: links
+                .iter()
+                .map(|&(d, kbps)| PairLink { delay: Duration::from_millis(d), rate_bps: kbps * 1000.0, busy_until: [Instant::ZERO; 2], up: true })
+                .collect(),
+            in_flight: BinaryHeap::new(),
+            counter: 0,
+            drop: Box::new(|_, _, _, _| false),
+            jitter: Box::new(|_, _, _| Duration::ZERO),
+            client_addrs,
+            server_addr,
+            delivered_up: Vec::new(),
+            delivered_down: Vec::new(),
+            dropped: 0,
+            server_offset,
+        }
+    }
+
+    fn server_now(&self) -> Instant {
+        self.now + self.server_offset
+    }
+
+    /// Drains both sessions' transmissions into the links.
+    fn flush(&mut self) {
+        let mut buf = vec![0u8; 2048];
+        loop {
+            let mut any = false;
+            while let Some(t) = self.client.poll_transmit(self.now, &mut buf) {
+                self.launch(Dir::Up, t.link, buf[..t.len].to_vec());
+                any = true;
+            }
+            let snow = self.server_now();
+            while let Some(t) = self.server.poll_transmit(snow, &mut buf) {
+                self.launch(Dir::Down, t.link, buf[..t.len].to_vec());
+                any = true;
+            }
+            while let Some(p) = self.client.poll_deliver() {
+                self.delivered_down.push(p);
+            }
+            while let Some(p) = self.server.poll_deliver() {
+                self.delivered_up.push(p);
+            }
+            if !any {
+                break;
+            }
+        }
+    }
+
+    fn launch(&mut self, dir: Dir, link: LinkId, bytes: Vec<u8>) {
+        self.counter += 1;
+        let n = self.counter;
+        let Some(l) = self.links.get_mut(link.0 as usize) else { return };
+        if !l.up || (self.drop)(dir, link, n, &bytes) {
+            self.dropped += 1;
+            return;
+        }
+        let d = dir as usize;
+        let start = l.busy_until[d].max(self.now);
+        let tx = Duration::from_micros(((bytes.len() + 28) as f64 * 8.0 * 1e6 / l.rate_bps) as u64);
+        l.busy_until[d] = start + tx;
+        let arrive = start + tx + l.delay + (self.jitter)(dir, link, n);
+        self.in_flight.push(Reverse((arrive, n, dir, link.0, bytes)));
+    }
+
+    /// Runs until virtual time `until`, delivering datagrams and firing timers in order.
+    pub fn run_until(&mut self, until: Instant) {
+        let mut same_instant = 0u32;
+        let mut last = self.now;
+        loop {
+            if self.now == last {
+                same_instant += 1;
+                assert!(same_instant < 100_000, "event loop spins at {:?}: client timers {:?}, server timers {:?}", self.now, self.client.timers(), self.server.timers());
+            } else {
+                same_instant = 0;
+                last = self.now;
+            }
+            self.flush();
+            let next_net = self.in_flight.peek().map(|Reverse((t, ..))| *t);
+            let next_c = self.client.poll_timeout();
+            let next_s = self.server.poll_timeout().map(|t| t.saturating_sub(self.server_offset));
+            let next = [next_net, next_c, next_s].into_iter().flatten().min();
+            let Some(next) = next.filter(|&t| t <= until) else {
+                self.now = until;
+                break;
+            };
+            self.now = self.now.max(next);
+            while let Some(Reverse((t, ..))) = self.in_flight.peek() {
+                if *t > self.now {
+                    break;
+                }
+                let Reverse((_, _, dir, link, bytes)) = self.in_flight.pop().expect("peeked");
+                match dir {
+                    Dir::Up => {
+                        let from = self.client_addrs[link as usize];
+                        let _ = self.server.handle_datagram(self.server_now(), None, from, &bytes);
+                    }
+                    Dir::Down => {
+                        let _ = self.client.handle_datagram(self.now, Some(LinkId(link)), self.server_addr, &bytes);
+                    }
+                }
+            }
+            self.client.handle_timeout(self.now);
+            let snow = self.server_now();
+            self.server.handle_timeout(snow);
+        }
+    }
+
+    pub fn send_up(&mut self, p: &[u8]) {
+        self.client.handle_tun_packet(self.now, p).expect("fits");
+    }
+
+    pub fn send_down(&mut self, p: &[u8]) {
+        let snow = self.server_now();
+        self.server.handle_tun_packet(snow, p).expect("fits");
+    }
+
+    pub fn advance(&mut self, d: Duration) {
+        let t = self.now + d;
+        self.run_until(t);
+    }
+}
+
+/// A recognisable passenger packet: its index in the first 8 bytes, then filler.
+pub fn packet(i: u64, len: usize) -> Vec<u8> {
+    let mut p = vec![(i % 251) as u8; len.max(8)];
+    p[..8].copy_from_slice(&i.to_be_bytes());
+    p
+}
+
+pub fn index_of(p: &[u8]) -> u64 {
+    u64::from_be_bytes(p[..8].try_into().expect("8 bytes"))
+}
