@@ -2,6 +2,8 @@
 //! delay, loss process, schedule, outages), written once for virtual time (simulator) and real time
 //! (testbed emulator).
 
+pub mod loss;
 pub mod spec;
 
+pub use loss::LossProcess;
 pub use spec::{LinkDirSpec, LossSpec, Outage, RateSpec, Schedule, ScheduleRow, SpecFileError, Trace};
