@@ -2,3 +2,4 @@
 //! over simulated links, with real TCP end hosts (smoltcp) on virtual time.
 
 pub mod link;
+pub mod workload;
