@@ -1030,7 +1030,7 @@ fn every_shipped_scenario_parses() {
             n += 1;
         }
     }
-    assert!(n >= 1, "found only {n} scenarios");
+    assert!(n >= 3, "found only {n} scenarios");
 }
 
 #[test]
@@ -1097,6 +1097,57 @@ fn default_bus_is_the_paper_bus() {
             ("oec", braid(Recovery::Oec), None),
         ]
     );
+}
+
+#[test]
+fn figure_scenarios_sweep_what_the_paper_varies() {
+    let bus = Scenario::default_bus();
+    let s = Scenario::from_file(&scenarios_dir().join("fig10-gilbert-sweep.toml")).unwrap();
+    assert_eq!(s.links.len(), 1);
+    assert_eq!(s.workload, bus.workload);
+    assert_eq!(s.schemes, bus.schemes);
+    let points = s.expand_sweep();
+    let want = [0.01, 0.05, 0.1, 0.3, 0.5, 0.7];
+    assert_eq!(
+        points.iter().map(|p| p.0.unwrap()).collect::<Vec<_>>(),
+        want
+    );
+    for ((_, p), w) in points.iter().zip(want) {
+        for d in [&p.links[0].down, &p.links[0].up] {
+            assert_eq!(
+                d.loss,
+                LossSpec::Gilbert {
+                    p_gb: 0.5,
+                    p_bg: 0.5,
+                    loss_good: 0.0,
+                    loss_bad: w
+                }
+            );
+            assert_eq!(
+                (d.delay, d.rate.mean_kbps()),
+                (Duration::from_millis(75), 1500.0)
+            );
+        }
+    }
+
+    let s = Scenario::from_file(&scenarios_dir().join("fig7b-load-scaling.toml")).unwrap();
+    assert_eq!(s.links, bus.links);
+    assert_eq!(
+        s.schemes
+            .iter()
+            .map(|x| x.name.as_str())
+            .collect::<Vec<_>>(),
+        ["none", "oec"]
+    );
+    let rates: Vec<_> = s
+        .expand_sweep()
+        .iter()
+        .map(|(_, p)| p.workload.mean_rate_kbps().unwrap())
+        .collect();
+    let base = bus.workload.mean_rate_kbps().unwrap();
+    for (r, k) in rates.iter().zip([1.0, 2.0, 4.0, 8.0]) {
+        assert!((r / base - k).abs() < 1e-9, "{rates:?}");
+    }
 }
 
 impl Scenario {
