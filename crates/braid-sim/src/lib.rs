@@ -2,3 +2,5 @@
 //! over simulated links, with real TCP end hosts (smoltcp) on virtual time.
 
 pub mod link;
+pub mod scenario;
+pub mod workload;

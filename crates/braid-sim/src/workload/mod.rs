@@ -1,0 +1,5 @@
+//! Workloads: what the simulated passengers do (short TCP flows, bulk transfers, constant-rate UDP).
+
+pub mod dist;
+
+pub use dist::{Dist, DistError};
