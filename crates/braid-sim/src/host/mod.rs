@@ -24,6 +24,9 @@ mod flow;
 mod pattern;
 pub mod udp;
 
+#[cfg(test)]
+mod tests;
+
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddrV4};
