@@ -3,5 +3,6 @@
 
 pub mod host;
 pub mod link;
+pub mod results;
 pub mod scenario;
 pub mod workload;

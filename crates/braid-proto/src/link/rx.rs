@@ -242,7 +242,16 @@ mod tests {
 
     /// Feeds packets of `size` bytes leaving the sender every `gap_us` and crossing a bottleneck of
     /// `cap_bps` with a fixed `delay_us`, dropping those for which `drop(i)` is true.
-    fn feed(est: &mut RxEstimator, n: u64, size: usize, gap_us: u64, cap_bps: f64, delay_us: u64, offset: u32, drop: impl Fn(u64) -> bool) {
+    fn feed(
+        est: &mut RxEstimator,
+        n: u64,
+        size: usize,
+        gap_us: u64,
+        cap_bps: f64,
+        delay_us: u64,
+        offset: u32,
+        drop: impl Fn(u64) -> bool,
+    ) {
         let tx = (size as f64 * 8.0 * 1e6 / cap_bps) as u64;
         let mut link_free = 0u64;
         for i in 0..n {

@@ -15,7 +15,7 @@ pub use dup::Dup;
 pub use fec::Fec;
 pub use nack::NackTracker;
 pub use none::NoRecovery;
-pub use oec::{Oec, greedy_degree, expected_yield};
+pub use oec::{Oec, expected_yield, greedy_degree};
 pub use xor::{Known, XorDecoder, XorDecoderStats, xor_into};
 
 use crate::link::LinkId;

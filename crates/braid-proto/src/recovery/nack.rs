@@ -16,7 +16,15 @@ pub struct NackTracker {
 impl NackTracker {
     /// Updates the set of holes (sequence numbers missing below the highest received) and returns
     /// those to report at `now`: first after `first_delay`, then every `retry`.
-    pub fn poll(&mut self, now: Instant, holes: impl Iterator<Item = u64>, cum_ack: u64, first_delay: Duration, retry: Duration, max: usize) -> Vec<u64> {
+    pub fn poll(
+        &mut self,
+        now: Instant,
+        holes: impl Iterator<Item = u64>,
+        cum_ack: u64,
+        first_delay: Duration,
+        retry: Duration,
+        max: usize,
+    ) -> Vec<u64> {
         self.holes = self.holes.split_off(&cum_ack);
         let mut current = BTreeMap::new();
         for h in holes {
@@ -43,10 +51,13 @@ impl NackTracker {
 
     /// When the next NACK may become due.
     pub fn poll_timeout(&self, first_delay: Duration, retry: Duration) -> Option<Instant> {
-        self.holes.values().map(|(seen, last)| match last {
-            None => *seen + first_delay,
-            Some(l) => *l + retry,
-        }).min()
+        self.holes
+            .values()
+            .map(|(seen, last)| match last {
+                None => *seen + first_delay,
+                Some(l) => *l + retry,
+            })
+            .min()
     }
 }
 

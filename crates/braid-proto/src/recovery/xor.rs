@@ -205,7 +205,8 @@ impl XorDecoder {
     }
 
     fn expire(&mut self, now: Instant) {
-        let old: Vec<u64> = self.pending.iter().filter(|(_, p)| now - p.arrived > self.max_age).map(|(&id, _)| id).collect();
+        let old: Vec<u64> =
+            self.pending.iter().filter(|(_, p)| now - p.arrived > self.max_age).map(|(&id, _)| id).collect();
         for id in old {
             self.remove(id);
             self.stats.discarded += 1;
@@ -252,7 +253,14 @@ mod tests {
         let (payload, len) = encode(&p, &cov);
         let mut d = XorDecoder::new(16, Duration::from_secs(1));
         let mut out = Vec::new();
-        d.handle_coded(Instant::ZERO, &cov, len, &payload, |s| if s == 2 { Known::Missing } else { Known::Have(&p[&s]) }, &mut out);
+        d.handle_coded(
+            Instant::ZERO,
+            &cov,
+            len,
+            &payload,
+            |s| if s == 2 { Known::Missing } else { Known::Have(&p[&s]) },
+            &mut out,
+        );
         assert_eq!(out, vec![(2, p[&2].clone())]);
     }
 
@@ -292,7 +300,14 @@ mod tests {
         d.handle_coded(Instant::ZERO, &cov, len, &payload, |_| Known::Forgotten, &mut out);
         d.handle_coded(Instant::ZERO, &cov, len, &payload[..5], |s| Known::Have(&p[&s]), &mut out);
         // A wrong length field must not produce a packet longer than the payload.
-        d.handle_coded(Instant::ZERO, &cov, 0xffff, &payload, |s| if s == 0 { Known::Missing } else { Known::Have(&p[&s]) }, &mut out);
+        d.handle_coded(
+            Instant::ZERO,
+            &cov,
+            0xffff,
+            &payload,
+            |s| if s == 0 { Known::Missing } else { Known::Have(&p[&s]) },
+            &mut out,
+        );
         assert!(out.is_empty());
         assert_eq!(d.stats().useless, 1);
         assert_eq!(d.stats().discarded, 3);

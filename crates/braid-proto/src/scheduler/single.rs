@@ -25,7 +25,9 @@ impl Scheduler for Single {
         }
         let best = links
             .iter()
-            .max_by(|a, b| (a.capacity_bps * (1.0 - a.loss)).total_cmp(&(b.capacity_bps * (1.0 - b.loss))).then(b.id.cmp(&a.id)))
+            .max_by(|a, b| {
+                (a.capacity_bps * (1.0 - a.loss)).total_cmp(&(b.capacity_bps * (1.0 - b.loss))).then(b.id.cmp(&a.id))
+            })
             .map_or(LinkId(0), |l| l.id);
         self.current = Some(best);
         best

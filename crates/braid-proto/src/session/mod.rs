@@ -366,15 +366,17 @@ impl Session {
                     if let Some(u) = s.tx.unconfirmed_since() {
                         out.push((Timer::LinkDown(id), u + down_timeout(s)));
                     }
-                    let idle_since = s.tx.last_send().unwrap_or(s.tx.since).max(s.tx.last_probe.unwrap_or(Instant::ZERO));
+                    let idle_since =
+                        s.tx.last_send().unwrap_or(s.tx.since).max(s.tx.last_probe.unwrap_or(Instant::ZERO));
                     out.push((Timer::Keepalive(id), idle_since + self.cfg.keepalive));
                 }
                 LinkState::Probing => {
                     out.push((Timer::Probe(id), s.tx.last_probe.map_or(Instant::ZERO, |p| p + self.cfg.probe_interval)))
                 }
-                LinkState::Down => {
-                    out.push((Timer::Probe(id), s.tx.last_probe.map_or(Instant::ZERO, |p| p + self.cfg.down_probe_interval)))
-                }
+                LinkState::Down => out.push((
+                    Timer::Probe(id),
+                    s.tx.last_probe.map_or(Instant::ZERO, |p| p + self.cfg.down_probe_interval),
+                )),
             }
         }
         if self.recovery.wants_opportunity() {
@@ -391,7 +393,14 @@ impl Session {
         self.check_links(now);
         if self.peer_wants_nacks {
             let holes: Vec<u64> = self.reorder.holes().take(4096).collect();
-            let due = self.nack.poll(now, holes.into_iter(), self.reorder.next_expected(), self.nack_first_delay(), self.nack_retry(), crate::wire::FeedbackRepr::MAX_NACKS);
+            let due = self.nack.poll(
+                now,
+                holes.into_iter(),
+                self.reorder.next_expected(),
+                self.nack_first_delay(),
+                self.nack_retry(),
+                crate::wire::FeedbackRepr::MAX_NACKS,
+            );
             for s in due {
                 if !self.pending_nacks.contains(&s) {
                     self.pending_nacks.push(s);
@@ -417,7 +426,8 @@ impl Session {
                         went_down.push(s.tx.id);
                         continue;
                     }
-                    let idle_since = s.tx.last_send().unwrap_or(s.tx.since).max(s.tx.last_probe.unwrap_or(Instant::ZERO));
+                    let idle_since =
+                        s.tx.last_send().unwrap_or(s.tx.since).max(s.tx.last_probe.unwrap_or(Instant::ZERO));
                     if now >= idle_since + self.cfg.keepalive {
                         s.probe_due = true;
                     }
@@ -497,7 +507,8 @@ impl Session {
     /// Spread of the incoming links' one-way delays: how long an in-order packet may trail a
     /// later one that took a faster link.
     fn rx_delay_spread(&self) -> Duration {
-        let owds: Vec<u32> = self.links.iter().filter(|s| s.tx.state != LinkState::Down).filter_map(|s| s.rx.owd_us()).collect();
+        let owds: Vec<u32> =
+            self.links.iter().filter(|s| s.tx.state != LinkState::Down).filter_map(|s| s.rx.owd_us()).collect();
         let Some(&first) = owds.first() else { return Duration::ZERO };
         let rel: Vec<i64> = owds.iter().map(|o| i64::from(o.wrapping_sub(first) as i32)).collect();
         let spread = rel.iter().max().copied().unwrap_or(0) - rel.iter().min().copied().unwrap_or(0);
@@ -530,4 +541,3 @@ impl Session {
         self.nack_first_delay() + self.min_rtt() + Duration::from_millis(10)
     }
 }
-

@@ -5,7 +5,9 @@ use crate::link::{LinkId, LinkState, OUTER_OVERHEAD, RxEstimator, TxLink};
 use crate::recovery::Known;
 use crate::seq;
 use crate::time::Instant;
-use crate::wire::{CloseRepr, CodedRepr, DataRepr, FLAG_NACK_WANTED, FLAG_REPLY, FeedbackRepr, Header, PacketType, ProbeRepr};
+use crate::wire::{
+    CloseRepr, CodedRepr, DataRepr, FLAG_NACK_WANTED, FLAG_REPLY, FeedbackRepr, Header, PacketType, ProbeRepr,
+};
 use bytes::Bytes;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -16,7 +18,13 @@ impl Session {
     /// the driver knows it (the client, which has one socket per uplink); the server passes `None`
     /// and the header's link id is used. Anything malformed, for another session or for an unknown
     /// link is counted and dropped, never a panic.
-    pub fn handle_datagram(&mut self, now: Instant, link: Option<LinkId>, from: SocketAddr, datagram: &[u8]) -> Result<(), DatagramError> {
+    pub fn handle_datagram(
+        &mut self,
+        now: Instant,
+        link: Option<LinkId>,
+        from: SocketAddr,
+        datagram: &[u8],
+    ) -> Result<(), DatagramError> {
         let (h, body) = match Header::parse(datagram) {
             Ok(x) => x,
             Err(e) => {
@@ -186,7 +194,8 @@ impl Session {
             return;
         }
         let highest = seq::expand(self.peer_cum_ack, wire_highest);
-        let wait = self.links.iter().filter_map(|s| s.tx.srtt).max().unwrap_or(Duration::from_millis(200)) + Duration::from_millis(20);
+        let wait = self.links.iter().filter_map(|s| s.tx.srtt).max().unwrap_or(Duration::from_millis(200))
+            + Duration::from_millis(20);
         let from = (highest + 1).max(self.peer_cum_ack).max(self.sent.base());
         for s in from..self.next_seq.min(from + 64) {
             match self.sent.get(s) {

@@ -12,8 +12,8 @@ use crate::scheduler::{LinkView, MinDelay, Scheduler};
 use crate::seq;
 use crate::time::Instant;
 use crate::wire::{
-    CodeKind, CodedRepr, Coverage, DataRepr, FLAG_NACK_WANTED, FLAG_REPLY, FeedbackRepr, HEADER_LEN, Header, LinkReport,
-    MAX_CARRIER_OVERHEAD, NackRange, PacketType, ProbeRepr,
+    CodeKind, CodedRepr, Coverage, DataRepr, FLAG_NACK_WANTED, FLAG_REPLY, FeedbackRepr, HEADER_LEN, Header,
+    LinkReport, MAX_CARRIER_OVERHEAD, NackRange, PacketType, ProbeRepr,
 };
 use bytes::Bytes;
 
@@ -73,8 +73,11 @@ impl Session {
             }
         }
         if self.recovery.wants_opportunity() {
-            let empty: Vec<(LinkId, f64)> =
-                self.usable_slots().filter(|s| s.tx.queue_delay(now).is_zero()).map(|s| (s.tx.id, s.tx.loss())).collect();
+            let empty: Vec<(LinkId, f64)> = self
+                .usable_slots()
+                .filter(|s| s.tx.queue_delay(now).is_zero())
+                .map(|s| (s.tx.id, s.tx.loss()))
+                .collect();
             for (id, loss) in empty {
                 if let Some(cov) = self.recovery.poll_opportunistic(now, id, loss)
                     && let Some(t) = self.send_coded(now, buf, &cov, Some(id))
@@ -88,14 +91,23 @@ impl Session {
 
     /// Writes the header for a datagram of `body_len` body bytes on `link`, accounting for it in
     /// the link's queue model and counters. Returns the header length and the destination.
-    fn start_datagram(&mut self, now: Instant, buf: &mut [u8], link: LinkId, ptype: PacketType, flags: u8, body_len: usize) -> Option<(usize, Option<std::net::SocketAddr>)> {
+    fn start_datagram(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        link: LinkId,
+        ptype: PacketType,
+        flags: u8,
+        body_len: usize,
+    ) -> Option<(usize, Option<std::net::SocketAddr>)> {
         let session = self.cfg.session_id;
         let slot = self.slot_mut(link)?;
         let size = HEADER_LEN + body_len;
         let link_seq = slot.tx.on_send(now, size + OUTER_OVERHEAD);
         slot.counters.datagrams_sent += 1;
         slot.counters.bytes_sent += size as u64;
-        let h = Header { ptype, flags, session, link, link_seq: seq::truncate(link_seq), timestamp: now.wire_timestamp() };
+        let h =
+            Header { ptype, flags, session, link, link_seq: seq::truncate(link_seq), timestamp: now.wire_timestamp() };
         let remote = slot.tx.remote;
         let n = h.emit(buf).ok()?;
         self.stats.bytes_sent += size as u64;
@@ -123,7 +135,14 @@ impl Session {
 
     /// Sends data packet `seq` from the sent store: a first transmission through the scheduler, or
     /// a resend on `link` or the fastest link.
-    fn send_data(&mut self, now: Instant, buf: &mut [u8], seq: u64, link: Option<LinkId>, resend: bool) -> Option<Transmit> {
+    fn send_data(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        seq: u64,
+        link: Option<LinkId>,
+        resend: bool,
+    ) -> Option<Transmit> {
         let packet: Bytes = self.sent.get(seq)?.packet.clone();
         let ack = self.ack_pending_since.map(|_| seq::truncate(self.reorder.next_expected()));
         let body = DataRepr { seq: seq::truncate(seq), ack, payload: &packet };
@@ -175,7 +194,13 @@ impl Session {
     }
 
     /// Builds and sends a coded packet over `coverage` on `link` (or the fastest link).
-    fn send_coded(&mut self, now: Instant, buf: &mut [u8], coverage: &Coverage, link: Option<LinkId>) -> Option<Transmit> {
+    fn send_coded(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        coverage: &Coverage,
+        link: Option<LinkId>,
+    ) -> Option<Transmit> {
         let members = coverage.members();
         let mut payload = Vec::new();
         let mut len_xor = 0u16;

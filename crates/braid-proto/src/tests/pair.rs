@@ -58,7 +58,8 @@ impl Pair {
     /// Links given as (one-way delay ms, rate kbit/s).
     pub fn new(links: &[(u64, f64)], cfg: impl Fn(Role) -> SessionConfig) -> Self {
         let server_addr = addr("192.0.2.1:7700");
-        let client_addrs: Vec<SocketAddr> = (0..links.len()).map(|i| addr(&format!("198.51.100.{}:5000", i + 1))).collect();
+        let client_addrs: Vec<SocketAddr> =
+            (0..links.len()).map(|i| addr(&format!("198.51.100.{}:5000", i + 1))).collect();
         let lc: Vec<LinkConfig> = links
             .iter()
             .enumerate()
@@ -71,7 +72,12 @@ impl Pair {
             now: Instant::ZERO,
             links: links
                 .iter()
-                .map(|&(d, kbps)| PairLink { delay: Duration::from_millis(d), rate_bps: kbps * 1000.0, busy_until: [Instant::ZERO; 2], up: true })
+                .map(|&(d, kbps)| PairLink {
+                    delay: Duration::from_millis(d),
+                    rate_bps: kbps * 1000.0,
+                    busy_until: [Instant::ZERO; 2],
+                    up: true,
+                })
                 .collect(),
             in_flight: BinaryHeap::new(),
             counter: 0,
@@ -139,7 +145,13 @@ impl Pair {
         loop {
             if self.now == last {
                 same_instant += 1;
-                assert!(same_instant < 100_000, "event loop spins at {:?}: client timers {:?}, server timers {:?}", self.now, self.client.timers(), self.server.timers());
+                assert!(
+                    same_instant < 100_000,
+                    "event loop spins at {:?}: client timers {:?}, server timers {:?}",
+                    self.now,
+                    self.client.timers(),
+                    self.server.timers()
+                );
             } else {
                 same_instant = 0;
                 last = self.now;

@@ -87,7 +87,9 @@ fn min_delay_prefers_fast_link_until_its_queue_grows() {
 fn oec_recovers_lost_packets_from_spare_capacity() {
     let mut p = Pair::new(&bus(), cfg(RecoveryKind::Oec, SchedulerKind::MinDelay));
     // Drop every 10th data-sized datagram from the server on link 0.
-    p.drop = Box::new(|dir, link, n, b| dir == Dir::Down && link == LinkId(0) && b.len() > 500 && b[0] >> 2 & 0xf == 1 && n % 10 == 0);
+    p.drop = Box::new(|dir, link, n, b| {
+        dir == Dir::Down && link == LinkId(0) && b.len() > 500 && b[0] >> 2 & 0xf == 1 && n % 10 == 0
+    });
     exchange(&mut p, 300, Duration::from_millis(10), 800);
     assert_delivery_sane(&p.delivered_down, 300, 800);
     let st = p.client.stats();
@@ -192,9 +194,16 @@ fn garbage_and_foreign_datagrams_are_counted_and_dropped() {
     assert!(p.server.handle_datagram(t, None, from, &[0xff; 40]).is_err());
     assert!(p.server.handle_datagram(t, None, from, &[]).is_err());
     let mut foreign = vec![0u8; 30];
-    crate::wire::Header { ptype: crate::wire::PacketType::Data, flags: 0, session: 99, link: LinkId(0), link_seq: 0, timestamp: 0 }
-        .emit(&mut foreign)
-        .unwrap();
+    crate::wire::Header {
+        ptype: crate::wire::PacketType::Data,
+        flags: 0,
+        session: 99,
+        link: LinkId(0),
+        link_seq: 0,
+        timestamp: 0,
+    }
+    .emit(&mut foreign)
+    .unwrap();
     assert!(p.server.handle_datagram(t, None, from, &foreign).is_err());
     let st = p.server.stats();
     assert_eq!((st.malformed, st.wrong_session), (2, 1));

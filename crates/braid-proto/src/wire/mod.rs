@@ -43,11 +43,8 @@ pub const DATA_HEADER_LEN: usize = HEADER_LEN + 3;
 pub const CODED_HEADER_LEN: usize = HEADER_LEN + coded::CODED_FIELDS_LEN;
 /// The most header bytes any packet that carries a passenger packet adds to it; the TUN MTU is the
 /// path MTU minus this, minus the outer IP/UDP headers and the AEAD tag.
-pub const MAX_CARRIER_OVERHEAD: usize = if CODED_HEADER_LEN > DATA_HEADER_LEN + 3 {
-    CODED_HEADER_LEN
-} else {
-    DATA_HEADER_LEN + 3
-};
+pub const MAX_CARRIER_OVERHEAD: usize =
+    if CODED_HEADER_LEN > DATA_HEADER_LEN + 3 { CODED_HEADER_LEN } else { DATA_HEADER_LEN + 3 };
 
 /// Header flag on data packets: a cumulative ack follows the global sequence number.
 pub const FLAG_ACK: u8 = 0b01;

@@ -50,12 +50,23 @@ fn data_round_trip_with_and_without_ack() {
         assert_eq!(DataRepr::parse(d.flags(), &buf[..n]).unwrap(), d);
     }
     assert!(DataRepr::parse(0, &[0, 0, 1]).is_err(), "empty payload is refused");
-    assert!(matches!(DataRepr { seq: 1, ack: None, payload: b"x" }.emit(&mut [0u8; 3]), Err(WireError::BufferTooSmall { .. })));
+    assert!(matches!(
+        DataRepr { seq: 1, ack: None, payload: b"x" }.emit(&mut [0u8; 3]),
+        Err(WireError::BufferTooSmall { .. })
+    ));
 }
 
 #[test]
 fn coded_round_trip() {
-    let c = CodedRepr { kind: CodeKind::Xor, base: 0x10_0000, span: 40, degree: 7, seed: 99, len_xor: 1234, payload: &[1, 2, 3] };
+    let c = CodedRepr {
+        kind: CodeKind::Xor,
+        base: 0x10_0000,
+        span: 40,
+        degree: 7,
+        seed: 99,
+        len_xor: 1234,
+        payload: &[1, 2, 3],
+    };
     let mut buf = [0u8; 64];
     let n = c.emit(&mut buf).unwrap();
     assert_eq!(CodedRepr::parse(&buf[..n]).unwrap(), c);
@@ -64,7 +75,9 @@ fn coded_round_trip() {
 
 #[test]
 fn coverage_members_are_distinct_sorted_and_in_window() {
-    for (span, degree, seed) in [(1u16, 1u16, 0u16), (10, 3, 1), (64, 64, 5), (200, 17, 65535), (1000, 999, 7), (5, 9, 2)] {
+    for (span, degree, seed) in
+        [(1u16, 1u16, 0u16), (10, 3, 1), (64, 64, 5), (200, 17, 65535), (1000, 999, 7), (5, 9, 2)]
+    {
         let c = Coverage { base: 1_000_000, span, degree, seed };
         let m = c.members();
         assert_eq!(m.len(), degree.min(span) as usize);

@@ -28,12 +28,7 @@ pub(crate) struct QueueDevice {
 impl QueueDevice {
     /// A device with an empty queue in each direction.
     pub(crate) fn new(mtu: usize) -> Self {
-        QueueDevice {
-            mtu,
-            rx_data: Vec::new(),
-            rx_index: VecDeque::new(),
-            tx: VecDeque::new(),
-        }
+        QueueDevice { mtu, rx_data: Vec::new(), rx_index: VecDeque::new(), tx: VecDeque::new() }
     }
 
     /// Queue a packet from the network for the next `Interface::poll`.
@@ -70,19 +65,12 @@ impl Device for QueueDevice {
         // The slice stays valid: `rx_data` is only cleared or appended to by `push_rx`, which
         // cannot run while smoltcp holds this token.
         let frame = self.rx_data.get(start..start + len)?;
-        Some((
-            RxToken { frame },
-            TxToken {
-                queue: &mut self.tx,
-            },
-        ))
+        Some((RxToken { frame }, TxToken { queue: &mut self.tx }))
     }
 
     fn transmit(&mut self, _timestamp: SmolInstant) -> Option<TxToken<'_>> {
         // The queue is unbounded: pacing and queueing belong to the simulated links, not here.
-        Some(TxToken {
-            queue: &mut self.tx,
-        })
+        Some(TxToken { queue: &mut self.tx })
     }
 
     fn capabilities(&self) -> DeviceCapabilities {

@@ -179,11 +179,7 @@ impl Flow {
         if state == State::Closed {
             // smoltcp closes a socket on its own only when it receives an RST: no smoltcp
             // timeout is set, the idle timeout below is ours.
-            let reason = if self.established {
-                FailReason::Reset
-            } else {
-                FailReason::Refused
-            };
+            let reason = if self.established { FailReason::Reset } else { FailReason::Refused };
             self.fail(id, socket, now, reason, events);
             return false;
         }
@@ -212,24 +208,15 @@ impl Flow {
                 }
                 if self.established && total.is_some_and(|n| self.read >= n) {
                     tracing::debug!(flow = id.0, %now, bytes = self.read, "completed");
-                    events.push_back(FlowEvent::Completed {
-                        flow: id,
-                        at: now,
-                        bytes: self.read,
-                    });
+                    events.push_back(FlowEvent::Completed { flow: id, at: now, bytes: self.read });
                     socket.close();
                     self.closed = true;
                     self.phase = Phase::Finished { at: now };
                     return true;
                 }
-                let peer_closed = matches!(
-                    state,
-                    State::CloseWait | State::LastAck | State::Closing | State::TimeWait
-                );
+                let peer_closed = matches!(state, State::CloseWait | State::LastAck | State::Closing | State::TimeWait);
                 if peer_closed && !socket.can_recv() && total.is_some() {
-                    let reason = FailReason::Truncated {
-                        received: self.read,
-                    };
+                    let reason = FailReason::Truncated { received: self.read };
                     self.fail(id, socket, now, reason, events);
                     return true;
                 }
@@ -318,11 +305,7 @@ impl Flow {
         events: &mut VecDeque<FlowEvent>,
     ) {
         tracing::debug!(flow = id.0, %now, ?reason, "failed");
-        events.push_back(FlowEvent::Failed {
-            flow: id,
-            at: now,
-            reason,
-        });
+        events.push_back(FlowEvent::Failed { flow: id, at: now, reason });
         socket.abort();
         self.phase = Phase::Failed { at: now };
     }
@@ -330,8 +313,5 @@ impl Flow {
 
 /// Whether the three-way handshake has completed in `state`.
 fn is_synchronized(state: State) -> bool {
-    !matches!(
-        state,
-        State::Closed | State::Listen | State::SynSent | State::SynReceived
-    )
+    !matches!(state, State::Closed | State::Listen | State::SynSent | State::SynReceived)
 }

@@ -188,9 +188,7 @@ impl FlowEvent {
     /// When it happened.
     pub fn at(&self) -> Instant {
         match *self {
-            FlowEvent::Established { at, .. }
-            | FlowEvent::Completed { at, .. }
-            | FlowEvent::Failed { at, .. } => at,
+            FlowEvent::Established { at, .. } | FlowEvent::Completed { at, .. } | FlowEvent::Failed { at, .. } => at,
         }
     }
 }
@@ -303,10 +301,7 @@ impl TcpHost {
             address: config.address,
             socket_buffer: config.socket_buffer.clamp(MIN_BUFFER, 1 << 30),
             congestion: config.congestion.into(),
-            limits: Limits {
-                idle_timeout: config.idle_timeout,
-                linger: config.linger,
-            },
+            limits: Limits { idle_timeout: config.idle_timeout, linger: config.linger },
             iface,
             device,
             sockets: SocketSet::new(Vec::new()),
@@ -346,16 +341,11 @@ impl TcpHost {
         let port = self.ephemeral_port()?;
         let mut socket = self.new_socket(transfer);
         socket
-            .connect(
-                self.iface.context(),
-                (IpAddress::Ipv4(*remote.ip()), remote.port()),
-                port,
-            )
+            .connect(self.iface.context(), (IpAddress::Ipv4(*remote.ip()), remote.port()), port)
             .map_err(|_| HostError::Unaddressable(remote))?;
         let handle = self.sockets.add(socket);
         self.ports.insert(port);
-        self.flows
-            .insert(flow, Flow::new(flow, handle, port, transfer, Some(now)));
+        self.flows.insert(flow, Flow::new(flow, handle, port, transfer, Some(now)));
         self.poll_now = true;
         Ok(())
     }
@@ -377,8 +367,7 @@ impl TcpHost {
         socket.listen(port).map_err(|_| HostError::ZeroPort)?;
         let handle = self.sockets.add(socket);
         self.ports.insert(port);
-        self.flows
-            .insert(flow, Flow::new(flow, handle, port, transfer, None));
+        self.flows.insert(flow, Flow::new(flow, handle, port, transfer, None));
         // Start the listener's idle clock at the next poll.
         self.poll_now = true;
         Ok(())
@@ -409,11 +398,7 @@ impl TcpHost {
         }
         self.poll_now = touched;
         let stack = self.iface.poll_at(ts, &self.sockets).map(from_smol);
-        let timers = self
-            .flows
-            .values()
-            .filter_map(|f| f.deadline(&self.limits))
-            .min();
+        let timers = self.flows.values().filter_map(|f| f.deadline(&self.limits)).min();
         self.next_poll = match (stack, timers) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -423,12 +408,7 @@ impl TcpHost {
     /// Run each flow's application once; returns whether any touched its socket.
     fn drive_flows(&mut self, now: Instant) -> bool {
         let mut touched = false;
-        let (sockets, ports, events, limits) = (
-            &mut self.sockets,
-            &mut self.ports,
-            &mut self.events,
-            &self.limits,
-        );
+        let (sockets, ports, events, limits) = (&mut self.sockets, &mut self.ports, &mut self.events, &self.limits);
         self.flows.retain(|&id, flow| {
             let socket = sockets.get_mut::<tcp::Socket<'static>>(flow.handle);
             let drive = flow.drive(id, socket, now, limits, events);
@@ -486,21 +466,14 @@ impl TcpHost {
     /// them so spares zeroing a megabyte per short flow, which would cost more than the flow's
     /// TCP processing.
     fn new_socket(&self, transfer: Transfer) -> tcp::Socket<'static> {
-        let fit = |n: u64| {
-            usize::try_from(n).map_or(self.socket_buffer, |n| {
-                n.clamp(MIN_BUFFER, self.socket_buffer)
-            })
-        };
+        let fit = |n: u64| usize::try_from(n).map_or(self.socket_buffer, |n| n.clamp(MIN_BUFFER, self.socket_buffer));
         let (rx, tx) = match transfer {
             Transfer::Send(n) => (MIN_BUFFER, fit(n)),
             Transfer::Receive(n) => (fit(n), MIN_BUFFER),
             Transfer::SendForever => (MIN_BUFFER, self.socket_buffer),
             Transfer::ReceiveForever => (self.socket_buffer, MIN_BUFFER),
         };
-        let mut socket = tcp::Socket::new(
-            tcp::SocketBuffer::new(vec![0; rx]),
-            tcp::SocketBuffer::new(vec![0; tx]),
-        );
+        let mut socket = tcp::Socket::new(tcp::SocketBuffer::new(vec![0; rx]), tcp::SocketBuffer::new(vec![0; tx]));
         socket.set_congestion_control(self.congestion);
         // The sender writes whole buffers at once; Nagle would only hold back the last segment
         // of a flow behind an ACK the peer delays.
@@ -516,11 +489,7 @@ impl TcpHost {
     fn ephemeral_port(&mut self) -> Result<u16, HostError> {
         for _ in EPHEMERAL.0..=EPHEMERAL.1 {
             let port = self.next_ephemeral;
-            self.next_ephemeral = if port == EPHEMERAL.1 {
-                EPHEMERAL.0
-            } else {
-                port + 1
-            };
+            self.next_ephemeral = if port == EPHEMERAL.1 { EPHEMERAL.0 } else { port + 1 };
             if !self.ports.contains(&port) {
                 return Ok(port);
             }

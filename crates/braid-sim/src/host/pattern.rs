@@ -68,11 +68,7 @@ pub(crate) fn first_mismatch(key: u64, offset: u64, buf: &[u8]) -> Option<u64> {
         let expected = word(key, pos / 8).to_le_bytes();
         if chunk != expected {
             // The first differing byte inside the word.
-            let i = chunk
-                .iter()
-                .zip(expected)
-                .position(|(a, b)| *a != b)
-                .unwrap_or(0);
+            let i = chunk.iter().zip(expected).position(|(a, b)| *a != b).unwrap_or(0);
             return Some(pos + i as u64);
         }
         pos += 8;
@@ -123,9 +119,6 @@ mod tests {
         fill(key(FlowId(1)), 0, &mut a);
         fill(key(FlowId(2)), 0, &mut b);
         assert_ne!(a, b);
-        assert_eq!(
-            first_mismatch(key(FlowId(2)), 0, &a).map(|o| o < 8),
-            Some(true)
-        );
+        assert_eq!(first_mismatch(key(FlowId(2)), 0, &a).map(|o| o < 8), Some(true));
     }
 }

@@ -24,13 +24,7 @@ pub const CBR_MAX_SIZE: usize = 65_535;
 
 /// A probe of `size` bytes in all (clamped to [`CBR_MIN_SIZE`]..=[`CBR_MAX_SIZE`]) from `src` to
 /// `dst`, numbered `seq` and stamped with its send time `sent`.
-pub fn cbr_packet(
-    src: SocketAddrV4,
-    dst: SocketAddrV4,
-    seq: u64,
-    sent: Instant,
-    size: usize,
-) -> Vec<u8> {
+pub fn cbr_packet(src: SocketAddrV4, dst: SocketAddrV4, seq: u64, sent: Instant, size: usize) -> Vec<u8> {
     let size = size.clamp(CBR_MIN_SIZE, CBR_MAX_SIZE);
     let payload_len = size - HEADERS;
     let mut buf = vec![0; size];
@@ -44,10 +38,7 @@ pub fn cbr_packet(
     let checksums = ChecksumCapabilities::default();
     let mut ip_packet = Ipv4Packet::new_unchecked(&mut buf[..]);
     ip.emit(&mut ip_packet, &checksums);
-    let udp = UdpRepr {
-        src_port: src.port(),
-        dst_port: dst.port(),
-    };
+    let udp = UdpRepr { src_port: src.port(), dst_port: dst.port() };
     let mut udp_packet = UdpPacket::new_unchecked(ip_packet.payload_mut());
     udp.emit(
         &mut udp_packet,
@@ -74,13 +65,7 @@ pub fn parse_cbr(packet: &[u8]) -> Option<(u64, Instant)> {
         return None;
     }
     let udp_packet = UdpPacket::new_checked(ip_packet.payload()).ok()?;
-    UdpRepr::parse(
-        &udp_packet,
-        &IpAddress::Ipv4(ip.src_addr),
-        &IpAddress::Ipv4(ip.dst_addr),
-        &checksums,
-    )
-    .ok()?;
+    UdpRepr::parse(&udp_packet, &IpAddress::Ipv4(ip.src_addr), &IpAddress::Ipv4(ip.dst_addr), &checksums).ok()?;
     let payload = udp_packet.payload();
     if payload.len() < PROBE_FIELDS || payload[..4] != MAGIC {
         return None;
@@ -97,10 +82,7 @@ mod tests {
     use std::net::Ipv4Addr;
 
     fn addrs() -> (SocketAddrV4, SocketAddrV4) {
-        (
-            SocketAddrV4::new(Ipv4Addr::new(10, 1, 0, 2), 5000),
-            SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 6000),
-        )
+        (SocketAddrV4::new(Ipv4Addr::new(10, 1, 0, 2), 5000), SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 6000))
     }
 
     #[test]
@@ -120,14 +102,8 @@ mod tests {
     #[test]
     fn sizes_are_clamped() {
         let (src, dst) = addrs();
-        assert_eq!(
-            cbr_packet(src, dst, 1, Instant::ZERO, 0).len(),
-            CBR_MIN_SIZE
-        );
-        assert_eq!(
-            cbr_packet(src, dst, 1, Instant::ZERO, 1 << 20).len(),
-            CBR_MAX_SIZE
-        );
+        assert_eq!(cbr_packet(src, dst, 1, Instant::ZERO, 0).len(), CBR_MIN_SIZE);
+        assert_eq!(cbr_packet(src, dst, 1, Instant::ZERO, 1 << 20).len(), CBR_MAX_SIZE);
         assert!(parse_cbr(&cbr_packet(src, dst, 7, Instant::ZERO, 0)).is_some());
     }
 

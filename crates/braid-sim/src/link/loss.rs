@@ -43,26 +43,11 @@ impl LossProcess {
         match *spec {
             LossSpec::None => LossProcess::None,
             LossSpec::Bernoulli { p } => LossProcess::Bernoulli { p },
-            LossSpec::Gilbert {
-                p_gb,
-                p_bg,
-                loss_good,
-                loss_bad,
-            } => {
+            LossSpec::Gilbert { p_gb, p_bg, loss_good, loss_bad } => {
                 // Same convention as `LossSpec::mean_loss`: a chain that never moves stays good.
-                let pi_bad = if p_gb + p_bg > 0.0 {
-                    p_gb / (p_gb + p_bg)
-                } else {
-                    0.0
-                };
+                let pi_bad = if p_gb + p_bg > 0.0 { p_gb / (p_gb + p_bg) } else { 0.0 };
                 let bad = rng.random::<f64>() < pi_bad;
-                LossProcess::Gilbert {
-                    p_gb,
-                    p_bg,
-                    loss_good,
-                    loss_bad,
-                    bad,
-                }
+                LossProcess::Gilbert { p_gb, p_bg, loss_good, loss_bad, bad }
             }
         }
     }
@@ -76,13 +61,7 @@ impl LossProcess {
         match self {
             LossProcess::None => false,
             LossProcess::Bernoulli { p } => rng.random::<f64>() < *p,
-            LossProcess::Gilbert {
-                p_gb,
-                p_bg,
-                loss_good,
-                loss_bad,
-                bad,
-            } => {
+            LossProcess::Gilbert { p_gb, p_bg, loss_good, loss_bad, bad } => {
                 let flip = if *bad { *p_bg } else { *p_gb };
                 if rng.random::<f64>() < flip {
                     *bad = !*bad;
@@ -107,18 +86,8 @@ mod tests {
             LossSpec::Bernoulli { p: f64::NAN },
             LossSpec::Bernoulli { p: -1.0 },
             LossSpec::Bernoulli { p: 2.0 },
-            LossSpec::Gilbert {
-                p_gb: f64::NAN,
-                p_bg: -3.0,
-                loss_good: 5.0,
-                loss_bad: f64::INFINITY,
-            },
-            LossSpec::Gilbert {
-                p_gb: 0.0,
-                p_bg: 0.0,
-                loss_good: 0.0,
-                loss_bad: 1.0,
-            },
+            LossSpec::Gilbert { p_gb: f64::NAN, p_bg: -3.0, loss_good: 5.0, loss_bad: f64::INFINITY },
+            LossSpec::Gilbert { p_gb: 0.0, p_bg: 0.0, loss_good: 0.0, loss_bad: 1.0 },
         ];
         let fates: Vec<bool> = specs
             .iter()
@@ -136,13 +105,7 @@ mod tests {
         // A chain that always flips and loses only in "bad": starting good, the first packet
         // must see the bad state (transition first), the second the good state again.
         let mut rng = ChaCha8Rng::seed_from_u64(2);
-        let mut l = LossProcess::Gilbert {
-            p_gb: 1.0,
-            p_bg: 1.0,
-            loss_good: 0.0,
-            loss_bad: 1.0,
-            bad: false,
-        };
+        let mut l = LossProcess::Gilbert { p_gb: 1.0, p_bg: 1.0, loss_good: 0.0, loss_bad: 1.0, bad: false };
         assert!(l.lost(&mut rng));
         assert!(!l.lost(&mut rng));
         assert!(l.lost(&mut rng));

@@ -267,11 +267,7 @@ impl<P> LinkModel<P> {
 
         let departure = self.serve(now, start, size);
         self.free_at = departure;
-        self.bottleneck.push_back(Slot {
-            start,
-            departure,
-            size,
-        });
+        self.bottleneck.push_back(Slot { start, departure, size });
         if waits {
             self.waiting_bytes += size as u128;
         } else {
@@ -281,12 +277,7 @@ impl<P> LinkModel<P> {
 
         if departure == Instant::MAX {
             // Stuck behind a zero rate that never rises: no fate to draw, never reported.
-            self.arrivals.push_back(Pending {
-                at: Instant::MAX,
-                size,
-                cause: LossCause::Random,
-                packet,
-            });
+            self.arrivals.push_back(Pending { at: Instant::MAX, size, cause: LossCause::Random, packet });
             return Enqueue::Queued;
         }
         let row = self.schedule.current(departure);
@@ -302,23 +293,12 @@ impl<P> LinkModel<P> {
             None
         };
         if let Some(cause) = cause {
-            self.losses.push_back(Pending {
-                at: departure,
-                size,
-                cause,
-                packet,
-            });
+            self.losses.push_back(Pending { at: departure, size, cause, packet });
         } else {
             let delay = row.and_then(|r| r.delay_us).unwrap_or(self.delay_us);
-            let at = Instant::from_micros(departure.as_micros().saturating_add(delay))
-                .max(self.last_delivery);
+            let at = Instant::from_micros(departure.as_micros().saturating_add(delay)).max(self.last_delivery);
             self.last_delivery = at;
-            self.arrivals.push_back(Pending {
-                at,
-                size,
-                cause: LossCause::Random,
-                packet,
-            });
+            self.arrivals.push_back(Pending { at, size, cause: LossCause::Random, packet });
         }
         Enqueue::Queued
     }
@@ -326,8 +306,7 @@ impl<P> LinkModel<P> {
     /// The earliest time at which [`Self::poll_deliver`] will have something to report (a delivery
     /// or a loss), or `None` if nothing is pending that will ever come out.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let next =
-            |q: &VecDeque<Pending<P>>| q.front().map(|p| p.at).filter(|&t| t != Instant::MAX);
+        let next = |q: &VecDeque<Pending<P>>| q.front().map(|p| p.at).filter(|&t| t != Instant::MAX);
         match (next(&self.arrivals), next(&self.losses)) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -339,11 +318,7 @@ impl<P> LinkModel<P> {
     /// it returns `None`.
     pub fn poll_deliver(&mut self, now: Instant) -> Option<Delivery<P>> {
         let now = self.advance(now);
-        let due = |q: &VecDeque<Pending<P>>| {
-            q.front()
-                .map(|p| p.at)
-                .filter(|&t| t <= now && t != Instant::MAX)
-        };
+        let due = |q: &VecDeque<Pending<P>>| q.front().map(|p| p.at).filter(|&t| t <= now && t != Instant::MAX);
         let take_loss = match (due(&self.arrivals), due(&self.losses)) {
             (None, None) => return None,
             (Some(a), Some(l)) => l < a,
@@ -355,19 +330,12 @@ impl<P> LinkModel<P> {
                 LossCause::Random => self.stats.random_losses += 1,
                 LossCause::Outage => self.stats.outage_losses += 1,
             }
-            Some(Delivery::Lost {
-                at: p.at,
-                cause: p.cause,
-                packet: p.packet,
-            })
+            Some(Delivery::Lost { at: p.at, cause: p.cause, packet: p.packet })
         } else {
             let p = self.arrivals.pop_front()?;
             self.stats.delivered_packets += 1;
             self.stats.delivered_bytes = self.stats.delivered_bytes.saturating_add(p.size as u64);
-            Some(Delivery::Delivered {
-                at: p.at,
-                packet: p.packet,
-            })
+            Some(Delivery::Delivered { at: p.at, packet: p.packet })
         }
     }
 
@@ -409,9 +377,8 @@ impl<P> LinkModel<P> {
             Capacity::Trace(cursor) => {
                 let window_ms = TRACE_RATE_WINDOW.as_millis() as u64;
                 let from = (now.as_micros() / 1000).saturating_sub(window_ms / 2);
-                let count = cursor
-                    .count_before(from.saturating_add(window_ms))
-                    .saturating_sub(cursor.count_before(from));
+                let count =
+                    cursor.count_before(from.saturating_add(window_ms)).saturating_sub(cursor.count_before(from));
                 (count as f64) * (TRACE_OPPORTUNITY_BYTES * 8) as f64 / window_ms as f64
             }
         }
@@ -458,13 +425,7 @@ impl<P> LinkModel<P> {
         self.serve_constant(arrival, start, rate, size)
     }
 
-    fn serve_constant(
-        &mut self,
-        arrival: Instant,
-        start: Instant,
-        rate_kbps: f64,
-        size: usize,
-    ) -> Instant {
+    fn serve_constant(&mut self, arrival: Instant, start: Instant, rate_kbps: f64, size: usize) -> Instant {
         let (begin, rate_kbps) = if rate_kbps > 0.0 {
             (start, rate_kbps)
         } else {
@@ -481,19 +442,11 @@ impl<P> LinkModel<P> {
         // Continue the busy run only if this packet was already waiting when the previous one
         // left (no idle gap, no stall) and the rate is the same.
         let run = match &mut self.run {
-            Some(run)
-                if run.rate_kbps == rate_kbps
-                    && begin == self.free_at
-                    && arrival < self.free_at =>
-            {
+            Some(run) if run.rate_kbps == rate_kbps && begin == self.free_at && arrival < self.free_at => {
                 run.bits = run.bits.saturating_add(bits);
                 *run
             }
-            _ => *self.run.insert(Run {
-                begin,
-                rate_kbps,
-                bits,
-            }),
+            _ => *self.run.insert(Run { begin, rate_kbps, bits }),
         };
         // bits / kbps = ms; *1000 = µs. An infinite rate gives 0, a tiny one saturates to "never".
         let micros = (run.bits as f64 * 1000.0 / run.rate_kbps).ceil();
@@ -533,14 +486,7 @@ impl TraceCursor {
         };
         let last = *trace.opportunities_ms.last()?;
         let period_ms = trace.period_ms.max(last).max(1);
-        Some(TraceCursor {
-            trace,
-            period_ms,
-            lap: 0,
-            idx: 0,
-            credit: 0,
-            credit_at: None,
-        })
+        Some(TraceCursor { trace, period_ms, lap: 0, idx: 0, credit: 0, credit_at: None })
     }
 
     fn len(&self) -> u64 {
@@ -548,9 +494,7 @@ impl TraceCursor {
     }
 
     fn time(&self, lap: u64, idx: usize) -> Instant {
-        let ms = lap
-            .saturating_mul(self.period_ms)
-            .saturating_add(self.trace.opportunities_ms[idx]);
+        let ms = lap.saturating_mul(self.period_ms).saturating_add(self.trace.opportunities_ms[idx]);
         Instant::from_micros(ms.saturating_mul(1000))
     }
 
@@ -567,11 +511,7 @@ impl TraceCursor {
         let mut lap = (target_ms / self.period_ms).saturating_sub(1).max(self.lap);
         loop {
             let base = lap.saturating_mul(self.period_ms);
-            let mut i = if base >= target_ms {
-                0
-            } else {
-                opps.partition_point(|&o| o < target_ms - base)
-            };
+            let mut i = if base >= target_ms { 0 } else { opps.partition_point(|&o| o < target_ms - base) };
             if lap == self.lap {
                 i = i.max(self.idx);
             }
@@ -613,8 +553,7 @@ impl TraceCursor {
         self.skip(needed as u64 - 1);
         let last = self.time(self.lap, self.idx);
         self.skip(1);
-        self.credit = (TRACE_OPPORTUNITY_BYTES - remaining % TRACE_OPPORTUNITY_BYTES)
-            % TRACE_OPPORTUNITY_BYTES;
+        self.credit = (TRACE_OPPORTUNITY_BYTES - remaining % TRACE_OPPORTUNITY_BYTES) % TRACE_OPPORTUNITY_BYTES;
         if remaining == 0 {
             self.credit = TRACE_OPPORTUNITY_BYTES;
         }
@@ -626,9 +565,7 @@ impl TraceCursor {
     fn count_before(&self, ms: u64) -> u64 {
         let opps = &self.trace.opportunities_ms;
         let (lap, rem) = (ms / self.period_ms, ms % self.period_ms);
-        let mut count = lap
-            .saturating_mul(self.len())
-            .saturating_add(opps.partition_point(|&o| o < rem) as u64);
+        let mut count = lap.saturating_mul(self.len()).saturating_add(opps.partition_point(|&o| o < rem) as u64);
         if lap > 0 {
             // Entries of the previous lap at or past `period + rem` land at or after `ms`.
             let late = opps.partition_point(|&o| o < self.period_ms.saturating_add(rem)) as u64;
@@ -659,29 +596,15 @@ impl Timeline {
     fn new(schedule: Option<&Schedule>) -> Self {
         // Sort by the resolved instant (stable, so equal times keep file order): a hand-built
         // schedule may be out of order or hold a NaN time, which resolves to 0.
-        let mut input: Vec<_> = schedule
-            .map(|s| {
-                s.rows
-                    .iter()
-                    .map(|r| (Instant::from_secs_f64(r.t_s), *r))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let mut input: Vec<_> =
+            schedule.map(|s| s.rows.iter().map(|r| (Instant::from_secs_f64(r.t_s), *r)).collect()).unwrap_or_default();
         input.sort_by_key(|(at, _)| *at);
         let mut rows: Vec<TimelineRow> = Vec::with_capacity(input.len());
-        let mut state = TimelineRow {
-            at: Instant::ZERO,
-            delay_us: None,
-            loss: None,
-            rate_kbps: None,
-        };
+        let mut state = TimelineRow { at: Instant::ZERO, delay_us: None, loss: None, rate_kbps: None };
         for (at, r) in input {
             state.at = at;
             // `as` saturates and maps NaN to 0, so any float becomes a valid delay.
-            state.delay_us = r
-                .delay_ms
-                .map(|ms| (ms * 1000.0).round() as u64)
-                .or(state.delay_us);
+            state.delay_us = r.delay_ms.map(|ms| (ms * 1000.0).round() as u64).or(state.delay_us);
             state.loss = r.loss.or(state.loss);
             state.rate_kbps = r.rate_kbps.map(sanitize_rate).or(state.rate_kbps);
             rows.push(state);
@@ -699,10 +622,7 @@ impl Timeline {
 
     /// The row in force at any `t` (binary search; does not move the cursor).
     fn at(&self, t: Instant) -> Option<TimelineRow> {
-        self.rows
-            .partition_point(|r| r.at <= t)
-            .checked_sub(1)
-            .map(|i| self.rows[i])
+        self.rows.partition_point(|r| r.at <= t).checked_sub(1).map(|i| self.rows[i])
     }
 
     /// The first time after `t` (the latest `current` query) at which the scheduled rate becomes

@@ -135,10 +135,8 @@ pub struct Trace {
 impl Trace {
     /// Reads a trace file.
     pub fn from_file(path: &Path) -> Result<Self, SpecFileError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SpecFileError::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| SpecFileError::Io { path: path.display().to_string(), source })?;
         Self::parse(&path.display().to_string(), &text)
     }
 
@@ -152,9 +150,7 @@ impl Trace {
                 continue;
             }
             let bad = |what: String| SpecFileError::Format { path: name.to_string(), line: i + 1, what };
-            let t: u64 = line
-                .parse()
-                .map_err(|_| bad(format!("expected a time in milliseconds, found {line:?}")))?;
+            let t: u64 = line.parse().map_err(|_| bad(format!("expected a time in milliseconds, found {line:?}")))?;
             if t < last {
                 return Err(bad(format!("time {t} ms goes backwards (previous {last} ms)")));
             }
@@ -201,10 +197,8 @@ pub struct Schedule {
 impl Schedule {
     /// Reads a schedule CSV file.
     pub fn from_file(path: &Path) -> Result<Self, SpecFileError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SpecFileError::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| SpecFileError::Io { path: path.display().to_string(), source })?;
         Self::parse(&path.display().to_string(), &text)
     }
 

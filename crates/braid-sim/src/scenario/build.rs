@@ -10,9 +10,8 @@ use super::doc::{self, Doc, Loc};
 use super::raw::*;
 use super::scheme::{Peer, Recovery, SchedulerKind, SchemeKind, SchemeSpec, Weights};
 use super::{
-    Congestion, DEFAULT_BUFFER_KB, DEFAULT_DELAY_MS, DEFAULT_MSS, DEFAULT_PACKET_BYTES,
-    DEFAULT_QUEUE_KB, DEFAULT_RUNS, DEFAULT_SEED, Direction, LinkSpec, Scenario, ScenarioError,
-    TcpSpec, WorkloadSpec,
+    Congestion, DEFAULT_BUFFER_KB, DEFAULT_DELAY_MS, DEFAULT_MSS, DEFAULT_PACKET_BYTES, DEFAULT_QUEUE_KB, DEFAULT_RUNS,
+    DEFAULT_SEED, Direction, LinkSpec, Scenario, ScenarioError, TcpSpec, WorkloadSpec,
 };
 use crate::link::{LinkDirSpec, LossSpec, Outage, RateSpec, Schedule, Trace};
 use crate::workload::Dist;
@@ -33,11 +32,7 @@ impl Ctx<'_, '_> {
     }
 
     fn invalid(&self, loc: &Loc, message: impl Into<String>) -> ScenarioError {
-        ScenarioError::Invalid {
-            key: loc.name(),
-            line: self.line(loc),
-            message: message.into(),
-        }
+        ScenarioError::Invalid { key: loc.name(), line: self.line(loc), message: message.into() }
     }
 
     fn required<T>(&self, v: Option<T>, loc: &Loc) -> Result<T> {
@@ -64,33 +59,18 @@ impl Ctx<'_, '_> {
         if (0.0..=1.0).contains(&v) {
             Ok(v)
         } else {
-            Err(self.invalid(
-                loc,
-                format!("must be a probability within [0, 1], found {v}"),
-            ))
+            Err(self.invalid(loc, format!("must be a probability within [0, 1], found {v}")))
         }
     }
 
     /// A non-negative number of `unit`s per second as a `Duration`.
     fn duration(&self, v: f64, per_second: f64, loc: &Loc) -> Result<Duration> {
         let v = self.non_negative(v, loc)?;
-        Duration::try_from_secs_f64(v / per_second)
-            .map_err(|_| self.invalid(loc, format!("{v} is too large")))
+        Duration::try_from_secs_f64(v / per_second).map_err(|_| self.invalid(loc, format!("{v} is too large")))
     }
 
-    fn choice<T>(
-        &self,
-        name: &str,
-        lookup: fn(&str) -> Option<T>,
-        names: &[&str],
-        loc: &Loc,
-    ) -> Result<T> {
-        lookup(name).ok_or_else(|| {
-            self.invalid(
-                loc,
-                format!("unknown value {name:?}; valid: {}", names.join(", ")),
-            )
-        })
+    fn choice<T>(&self, name: &str, lookup: fn(&str) -> Option<T>, names: &[&str], loc: &Loc) -> Result<T> {
+        lookup(name).ok_or_else(|| self.invalid(loc, format!("unknown value {name:?}; valid: {}", names.join(", "))))
     }
 
     /// Rejects keys that are present but mean nothing in this variant (`what`).
@@ -109,11 +89,7 @@ impl Ctx<'_, '_> {
     }
 
     fn file_error(&self, loc: &Loc, source: crate::link::SpecFileError) -> ScenarioError {
-        ScenarioError::File {
-            key: loc.name(),
-            line: self.line(loc),
-            source,
-        }
+        ScenarioError::File { key: loc.name(), line: self.line(loc), source }
     }
 }
 
@@ -148,11 +124,7 @@ pub(crate) fn scenario(ctx: &Ctx<'_, '_>, raw: RawScenario) -> Result<Scenario> 
         links.push(link);
     }
 
-    let workload = workload(
-        ctx,
-        &root.key("workload"),
-        ctx.required(raw.workload, &root.key("workload"))?,
-    )?;
+    let workload = workload(ctx, &root.key("workload"), ctx.required(raw.workload, &root.key("workload"))?)?;
 
     let loc = root.key("scheme");
     let raw_schemes = ctx.required(raw.scheme, &loc)?;
@@ -195,11 +167,7 @@ fn link(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawLink) -> Result<LinkSpec> {
         return Err(ctx.invalid(&loc.key("name"), "must not be empty"));
     }
     let shared = outages(ctx, &loc.key("outages"), raw.outages)?;
-    let mut down = direction(
-        ctx,
-        &loc.key("down"),
-        ctx.required(raw.down, &loc.key("down"))?,
-    )?;
+    let mut down = direction(ctx, &loc.key("down"), ctx.required(raw.down, &loc.key("down"))?)?;
     let mut up = direction(ctx, &loc.key("up"), ctx.required(raw.up, &loc.key("up"))?)?;
     for dir in [&mut down, &mut up] {
         dir.outages.extend_from_slice(&shared);
@@ -211,33 +179,19 @@ fn link(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawLink) -> Result<LinkSpec> {
 fn direction(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawDir) -> Result<LinkDirSpec> {
     let rate = match (raw.rate_kbps, raw.trace) {
         (Some(_), Some(_)) => {
-            return Err(ctx.invalid(
-                &loc.key("trace"),
-                "give either rate_kbps or trace, not both",
-            ));
+            return Err(ctx.invalid(&loc.key("trace"), "give either rate_kbps or trace, not both"));
         }
         (None, None) => {
-            return Err(ctx.invalid(
-                &loc.key("rate_kbps"),
-                "missing: give rate_kbps or trace (a mahimahi file)",
-            ));
+            return Err(ctx.invalid(&loc.key("rate_kbps"), "missing: give rate_kbps or trace (a mahimahi file)"));
         }
-        (Some(kbps), None) => RateSpec::Constant {
-            kbps: ctx.positive(kbps, &loc.key("rate_kbps"))?,
-        },
+        (Some(kbps), None) => RateSpec::Constant { kbps: ctx.positive(kbps, &loc.key("rate_kbps"))? },
         (None, Some(rel)) => {
             let at = loc.key("trace");
             let path = ctx.path(&rel, &at)?;
-            RateSpec::Trace(Arc::new(
-                Trace::from_file(&path).map_err(|e| ctx.file_error(&at, e))?,
-            ))
+            RateSpec::Trace(Arc::new(Trace::from_file(&path).map_err(|e| ctx.file_error(&at, e))?))
         }
     };
-    let delay = ctx.duration(
-        raw.delay_ms.unwrap_or(DEFAULT_DELAY_MS),
-        1e3,
-        &loc.key("delay_ms"),
-    )?;
+    let delay = ctx.duration(raw.delay_ms.unwrap_or(DEFAULT_DELAY_MS), 1e3, &loc.key("delay_ms"))?;
     let at = loc.key("queue_kb");
     let queue_kb = ctx.positive(raw.queue_kb.unwrap_or(DEFAULT_QUEUE_KB), &at)?;
     let queue_bytes = (queue_kb * 1000.0).round();
@@ -252,22 +206,13 @@ fn direction(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawDir) -> Result<LinkDirSpec> {
         Some(rel) => {
             let at = loc.key("schedule");
             let path = ctx.path(&rel, &at)?;
-            Some(Arc::new(
-                Schedule::from_file(&path).map_err(|e| ctx.file_error(&at, e))?,
-            ))
+            Some(Arc::new(Schedule::from_file(&path).map_err(|e| ctx.file_error(&at, e))?))
         }
         None => None,
     };
     let mut outages = outages(ctx, &loc.key("outages"), raw.outages)?;
     outages.sort_by_key(|o| o.at);
-    Ok(LinkDirSpec {
-        rate,
-        delay,
-        queue_bytes: queue_bytes as usize,
-        loss,
-        schedule,
-        outages,
-    })
+    Ok(LinkDirSpec { rate, delay, queue_bytes: queue_bytes as usize, loss, schedule, outages })
 }
 
 fn loss(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawLoss) -> Result<LossSpec> {
@@ -303,9 +248,7 @@ fn loss(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawLoss) -> Result<LossSpec> {
                     ("loss_bad", raw.loss_bad.is_some()),
                 ],
             )?;
-            Ok(LossSpec::Bernoulli {
-                p: prob(raw.p, "p")?,
-            })
+            Ok(LossSpec::Bernoulli { p: prob(raw.p, "p")? })
         }
         "gilbert" => {
             ctx.not_applicable(loc, "model \"gilbert\"", &[("p", raw.p.is_some())])?;
@@ -316,10 +259,7 @@ fn loss(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawLoss) -> Result<LossSpec> {
                 loss_bad: prob(raw.loss_bad.or(Some(1.0)), "loss_bad")?,
             })
         }
-        other => Err(ctx.invalid(
-            &at,
-            format!("unknown loss model {other:?}; valid: none, bernoulli, gilbert"),
-        )),
+        other => Err(ctx.invalid(&at, format!("unknown loss model {other:?}; valid: none, bernoulli, gilbert"))),
     }
 }
 
@@ -330,10 +270,7 @@ fn outages(ctx: &Ctx<'_, '_>, loc: &Loc, raw: Option<Vec<RawOutage>>) -> Result<
         let (at_loc, for_loc) = (e.key("at_s"), e.key("for_s"));
         let at = ctx.duration(ctx.required(o.at_s, &at_loc)?, 1.0, &at_loc)?;
         let for_s = ctx.positive(ctx.required(o.for_s, &for_loc)?, &for_loc)?;
-        out.push(Outage {
-            at,
-            duration: ctx.duration(for_s, 1.0, &for_loc)?,
-        });
+        out.push(Outage { at, duration: ctx.duration(for_s, 1.0, &for_loc)? });
     }
     Ok(out)
 }
@@ -342,12 +279,7 @@ fn workload(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawWorkload) -> Result<WorkloadSp
     let kind_loc = loc.key("kind");
     let kind = ctx.required(raw.kind.as_deref(), &kind_loc)?;
     let direction = match raw.direction.as_deref() {
-        Some(d) => ctx.choice(
-            d,
-            Direction::from_name,
-            Direction::NAMES,
-            &loc.key("direction"),
-        )?,
+        Some(d) => ctx.choice(d, Direction::from_name, Direction::NAMES, &loc.key("direction"))?,
         None => Direction::Down,
     };
     match kind {
@@ -374,12 +306,7 @@ fn workload(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawWorkload) -> Result<WorkloadSp
             let size_bytes = mean_positive(raw.size_bytes, "size_bytes")?;
             let interarrival_s = mean_positive(raw.interarrival_s, "interarrival_s")?;
             let scale = ctx.positive(raw.scale.unwrap_or(1.0), &loc.key("scale"))?;
-            Ok(WorkloadSpec::Flows {
-                direction,
-                size_bytes,
-                interarrival_s,
-                scale,
-            })
+            Ok(WorkloadSpec::Flows { direction, size_bytes, interarrival_s, scale })
         }
         "bulk" => {
             ctx.not_applicable(
@@ -414,21 +341,13 @@ fn workload(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawWorkload) -> Result<WorkloadSp
             let rate_kbps = ctx.positive(ctx.required(raw.rate_kbps, &at)?, &at)?;
             let packet_bytes = raw.packet_bytes.unwrap_or(DEFAULT_PACKET_BYTES);
             if !(1..=65_507).contains(&packet_bytes) {
-                return Err(ctx.invalid(
-                    &loc.key("packet_bytes"),
-                    format!("must be within 1..=65507, found {packet_bytes}"),
-                ));
+                return Err(
+                    ctx.invalid(&loc.key("packet_bytes"), format!("must be within 1..=65507, found {packet_bytes}"))
+                );
             }
-            Ok(WorkloadSpec::Cbr {
-                direction,
-                rate_kbps,
-                packet_bytes,
-            })
+            Ok(WorkloadSpec::Cbr { direction, rate_kbps, packet_bytes })
         }
-        other => Err(ctx.invalid(
-            &kind_loc,
-            format!("unknown workload kind {other:?}; valid: flows, bulk, cbr"),
-        )),
+        other => Err(ctx.invalid(&kind_loc, format!("unknown workload kind {other:?}; valid: flows, bulk, cbr"))),
     }
 }
 
@@ -447,49 +366,30 @@ fn dist(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawDist) -> Result<Dist> {
         ("file", raw.file.is_some()),
     ];
     let only = |keys: &[&str]| -> Result<()> {
-        let others: Vec<(&str, bool)> = all
-            .iter()
-            .copied()
-            .filter(|(k, _)| !keys.contains(k))
-            .collect();
+        let others: Vec<(&str, bool)> = all.iter().copied().filter(|(k, _)| !keys.contains(k)).collect();
         ctx.not_applicable(loc, &format!("dist {kind:?}"), &others)
     };
     let req = |v: Option<f64>, key: &str| ctx.required(v, &loc.key(key));
     let d = match kind {
         "lognormal" => {
             only(&["median", "sigma", "max"])?;
-            Dist::LogNormal {
-                median: req(raw.median, "median")?,
-                sigma: req(raw.sigma, "sigma")?,
-                max: raw.max,
-            }
+            Dist::LogNormal { median: req(raw.median, "median")?, sigma: req(raw.sigma, "sigma")?, max: raw.max }
         }
         "pareto" => {
             only(&["scale", "shape", "max"])?;
-            Dist::Pareto {
-                scale: req(raw.scale, "scale")?,
-                shape: req(raw.shape, "shape")?,
-                max: raw.max,
-            }
+            Dist::Pareto { scale: req(raw.scale, "scale")?, shape: req(raw.shape, "shape")?, max: raw.max }
         }
         "fixed" => {
             only(&["value"])?;
-            Dist::Fixed {
-                value: req(raw.value, "value")?,
-            }
+            Dist::Fixed { value: req(raw.value, "value")? }
         }
         "exponential" => {
             only(&["mean"])?;
-            Dist::Exponential {
-                mean: req(raw.mean, "mean")?,
-            }
+            Dist::Exponential { mean: req(raw.mean, "mean")? }
         }
         "uniform" => {
             only(&["min", "max"])?;
-            Dist::Uniform {
-                min: req(raw.min, "min")?,
-                max: req(raw.max, "max")?,
-            }
+            Dist::Uniform { min: req(raw.min, "min")?, max: req(raw.max, "max")? }
         }
         "empirical" => {
             only(&["file"])?;
@@ -499,14 +399,10 @@ fn dist(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawDist) -> Result<Dist> {
             Dist::empirical_from_file(&path).map_err(|e| ctx.file_error(&at, e))?
         }
         other => {
-            return Err(ctx.invalid(
-                &kind_loc,
-                format!("unknown dist {other:?}; valid: {}", Dist::KINDS.join(", ")),
-            ));
+            return Err(ctx.invalid(&kind_loc, format!("unknown dist {other:?}; valid: {}", Dist::KINDS.join(", "))));
         }
     };
-    d.check()
-        .map_err(|e| ctx.invalid(&loc.key(e.param), e.what))?;
+    d.check().map_err(|e| ctx.invalid(&loc.key(e.param), e.what))?;
     Ok(d)
 }
 
@@ -521,31 +417,15 @@ fn scheme(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawScheme, n_links: usize) -> Resul
             return Err(ctx.invalid(&loc.key("peer"), "give either recovery or peer, not both"));
         }
         (None, None) => {
-            return Err(ctx.invalid(
-                &loc.key("recovery"),
-                "missing: give recovery (braid) or peer",
-            ));
+            return Err(ctx.invalid(&loc.key("recovery"), "missing: give recovery (braid) or peer"));
         }
         (Some(r), None) => {
-            let recovery = ctx.choice(
-                r,
-                Recovery::from_name,
-                Recovery::NAMES,
-                &loc.key("recovery"),
-            )?;
+            let recovery = ctx.choice(r, Recovery::from_name, Recovery::NAMES, &loc.key("recovery"))?;
             let scheduler = match raw.scheduler.as_deref() {
-                Some(s) => ctx.choice(
-                    s,
-                    SchedulerKind::from_name,
-                    SchedulerKind::NAMES,
-                    &loc.key("scheduler"),
-                )?,
+                Some(s) => ctx.choice(s, SchedulerKind::from_name, SchedulerKind::NAMES, &loc.key("scheduler"))?,
                 None => SchemeSpec::DEFAULT_SCHEDULER,
             };
-            SchemeKind::Braid {
-                recovery,
-                scheduler,
-            }
+            SchemeKind::Braid { recovery, scheduler }
         }
         (None, Some(p)) => {
             let peer = ctx.choice(p, Peer::from_name, Peer::NAMES, &loc.key("peer"))?;
@@ -563,13 +443,7 @@ fn scheme(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawScheme, n_links: usize) -> Resul
     };
 
     let fec_loc = loc.key("fec_percent");
-    let fec_needed = matches!(
-        kind,
-        SchemeKind::Braid {
-            recovery: Recovery::Fec | Recovery::Rs,
-            ..
-        }
-    );
+    let fec_needed = matches!(kind, SchemeKind::Braid { recovery: Recovery::Fec | Recovery::Rs, .. });
     let fec_allowed = fec_needed || kind == SchemeKind::Peer(Peer::Kcptun);
     let fec_percent = match raw.fec_percent {
         None if fec_needed => {
@@ -577,10 +451,7 @@ fn scheme(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawScheme, n_links: usize) -> Resul
         }
         None => None,
         Some(_) if !fec_allowed => {
-            return Err(ctx.invalid(
-                &fec_loc,
-                "applies only to recovery fec and rs and to peer kcptun",
-            ));
+            return Err(ctx.invalid(&fec_loc, "applies only to recovery fec and rs and to peer kcptun"));
         }
         Some(k) if k.is_finite() && k > 0.0 && k <= 1000.0 => Some(k),
         Some(k) => {
@@ -589,13 +460,7 @@ fn scheme(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawScheme, n_links: usize) -> Resul
     };
 
     let weights_loc = loc.key("weights");
-    let is_wrr = matches!(
-        kind,
-        SchemeKind::Braid {
-            scheduler: SchedulerKind::Wrr,
-            ..
-        }
-    );
+    let is_wrr = matches!(kind, SchemeKind::Braid { scheduler: SchedulerKind::Wrr, .. });
     let weights = match raw.weights {
         None if is_wrr => Some(Weights::Auto),
         None => None,
@@ -604,30 +469,17 @@ fn scheme(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawScheme, n_links: usize) -> Resul
         }
         Some(RawWeights::Name(s)) if s == "auto" => Some(Weights::Auto),
         Some(RawWeights::Name(s)) => {
-            return Err(ctx.invalid(
-                &weights_loc,
-                format!("expected a list or \"auto\", found {s:?}"),
-            ));
+            return Err(ctx.invalid(&weights_loc, format!("expected a list or \"auto\", found {s:?}")));
         }
         Some(RawWeights::List(w)) => {
             if w.len() != n_links {
                 return Err(ctx.invalid(
                     &weights_loc,
-                    format!(
-                        "has {} weights but there are {n_links} links (one weight per link)",
-                        w.len()
-                    ),
+                    format!("has {} weights but there are {n_links} links (one weight per link)", w.len()),
                 ));
             }
-            if let Some((i, bad)) = w
-                .iter()
-                .enumerate()
-                .find(|(_, x)| !(x.is_finite() && **x >= 0.0))
-            {
-                return Err(ctx.invalid(
-                    &weights_loc.elem(i, None),
-                    format!("must be a number >= 0, found {bad}"),
-                ));
+            if let Some((i, bad)) = w.iter().enumerate().find(|(_, x)| !(x.is_finite() && **x >= 0.0)) {
+                return Err(ctx.invalid(&weights_loc.elem(i, None), format!("must be a number >= 0, found {bad}")));
             }
             if w.iter().all(|x| *x == 0.0) {
                 return Err(ctx.invalid(&weights_loc, "at least one weight must be > 0"));
@@ -640,23 +492,12 @@ fn scheme(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawScheme, n_links: usize) -> Resul
         Some(ms) => Some(ctx.duration(ms, 1e3, &loc.key("hold_ms"))?),
         None => None,
     };
-    Ok(SchemeSpec {
-        name,
-        kind,
-        fec_percent,
-        weights,
-        hold,
-    })
+    Ok(SchemeSpec { name, kind, fec_percent, weights, hold })
 }
 
 fn tcp(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawTcp) -> Result<TcpSpec> {
     let congestion = match raw.congestion.as_deref() {
-        Some(c) => ctx.choice(
-            c,
-            Congestion::from_name,
-            Congestion::NAMES,
-            &loc.key("congestion"),
-        )?,
+        Some(c) => ctx.choice(c, Congestion::from_name, Congestion::NAMES, &loc.key("congestion"))?,
         None => Congestion::Cubic,
     };
     let mss = raw.mss.unwrap_or(DEFAULT_MSS);
@@ -667,14 +508,7 @@ fn tcp(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawTcp) -> Result<TcpSpec> {
     let buffer_kb = ctx.positive(raw.buffer_kb.unwrap_or(DEFAULT_BUFFER_KB), &at)?;
     let buffer_bytes = (buffer_kb * 1000.0).round();
     if buffer_bytes < f64::from(mss) || buffer_bytes > u32::MAX as f64 {
-        return Err(ctx.invalid(
-            &at,
-            format!("{buffer_kb} kB must hold at least one segment and fit 32 bits"),
-        ));
+        return Err(ctx.invalid(&at, format!("{buffer_kb} kB must hold at least one segment and fit 32 bits")));
     }
-    Ok(TcpSpec {
-        congestion,
-        mss,
-        buffer_bytes: buffer_bytes as usize,
-    })
+    Ok(TcpSpec { congestion, mss, buffer_bytes: buffer_bytes as usize })
 }

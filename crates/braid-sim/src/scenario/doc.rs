@@ -14,11 +14,7 @@ pub(crate) type Doc<'i> = Spanned<DeTable<'i>>;
 /// 1-based line of a byte offset into `text` (offsets past the end count as the last line).
 pub(crate) fn line_of(text: &str, offset: usize) -> usize {
     let end = offset.min(text.len());
-    text.as_bytes()[..end]
-        .iter()
-        .filter(|&&b| b == b'\n')
-        .count()
-        + 1
+    text.as_bytes()[..end].iter().filter(|&&b| b == b'\n').count() + 1
 }
 
 /// One step of a path into the document.
@@ -45,11 +41,7 @@ impl Loc {
 
     /// The key `k` of this table.
     pub fn key(&self, k: &str) -> Self {
-        let display = if self.display.is_empty() {
-            k.to_string()
-        } else {
-            format!("{}.{k}", self.display)
-        };
+        let display = if self.display.is_empty() { k.to_string() } else { format!("{}.{k}", self.display) };
         let mut segs = self.segs.clone();
         segs.push(Seg::Key(k.to_string()));
         Loc { display, segs }
@@ -68,11 +60,7 @@ impl Loc {
 
     /// The name to show for this location (`(document)` for the root).
     pub fn name(&self) -> String {
-        if self.display.is_empty() {
-            "(document)".to_string()
-        } else {
-            self.display.clone()
-        }
+        if self.display.is_empty() { "(document)".to_string() } else { self.display.clone() }
     }
 }
 
@@ -84,9 +72,7 @@ pub(crate) fn span_of(doc: &Doc<'_>, loc: &Loc) -> Range<usize> {
     let mut table: Option<&DeTable<'_>> = Some(doc.get_ref());
     for seg in &loc.segs {
         let next = match (seg, table, node) {
-            (Seg::Key(k), Some(t), _) => {
-                t.get_key_value(k.as_str()).map(|(key, v)| (key.span(), v))
-            }
+            (Seg::Key(k), Some(t), _) => t.get_key_value(k.as_str()).map(|(key, v)| (key.span(), v)),
             (Seg::Index(i), None, Some(DeValue::Array(a))) => a.get(*i).map(|v| (v.span(), v)),
             _ => None,
         };
@@ -118,11 +104,7 @@ fn consider(here: &Loc, hit: bool, best: &mut Loc) {
 fn search_table(t: &DeTable<'_>, loc: &Loc, pos: usize, best: &mut Loc) {
     for (k, v) in t.iter() {
         let here = loc.key(k.get_ref());
-        consider(
-            &here,
-            contains(&k.span(), pos) || contains(&v.span(), pos),
-            best,
-        );
+        consider(&here, contains(&k.span(), pos) || contains(&v.span(), pos), best);
         search_value(v.get_ref(), &here, pos, best);
     }
 }
@@ -147,18 +129,8 @@ pub(crate) fn entry_name<'a>(v: &'a DeValue<'_>) -> Option<&'a str> {
 }
 
 /// The spans of an array's entries at `table.key`, if it is an array.
-pub(crate) fn array_at<'a, 'i>(
-    doc: &'a Doc<'i>,
-    table: &str,
-    key: &str,
-) -> Option<&'a DeArray<'i>> {
-    doc.get_ref()
-        .get(table)?
-        .get_ref()
-        .as_table()?
-        .get(key)?
-        .get_ref()
-        .as_array()
+pub(crate) fn array_at<'a, 'i>(doc: &'a Doc<'i>, table: &str, key: &str) -> Option<&'a DeArray<'i>> {
+    doc.get_ref().get(table)?.get_ref().as_table()?.get(key)?.get_ref().as_array()
 }
 
 /// Sets the dotted `key` to `value` in `doc`. Every table on the way must exist; an array of
@@ -180,17 +152,11 @@ pub(crate) fn set<'i>(
     loop {
         let seg = segs[i];
         let walked = segs[..i].join(".");
-        let within = if walked.is_empty() {
-            "the document".to_string()
-        } else {
-            format!("`{walked}`")
-        };
+        let within = if walked.is_empty() { "the document".to_string() } else { format!("`{walked}`") };
         if i + 1 == segs.len() {
             match table.get_mut(seg) {
                 Some(v) if v.get_ref().is_table() || v.get_ref().is_array() => {
-                    return Err(format!(
-                        "`{seg}` in {within} is a table or array, not a value"
-                    ));
+                    return Err(format!("`{seg}` in {within} is a table or array, not a value"));
                 }
                 Some(v) => *v = value,
                 None => {
@@ -210,16 +176,10 @@ pub(crate) fn set<'i>(
             DeValue::Array(a) => {
                 let name = segs[i + 1];
                 if i + 2 == segs.len() {
-                    return Err(format!(
-                        "`{seg}` is a list: name an entry, then a key in it"
-                    ));
+                    return Err(format!("`{seg}` is a list: name an entry, then a key in it"));
                 }
                 let found = a.iter_mut().find_map(|e| match e.get_mut() {
-                    DeValue::Table(t)
-                        if t.get("name").and_then(|n| n.get_ref().as_str()) == Some(name) =>
-                    {
-                        Some(t)
-                    }
+                    DeValue::Table(t) if t.get("name").and_then(|n| n.get_ref().as_str()) == Some(name) => Some(t),
                     _ => None,
                 });
                 let Some(t) = found else {

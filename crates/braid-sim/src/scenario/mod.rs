@@ -198,12 +198,9 @@ impl WorkloadSpec {
     /// inter-arrival`; for cbr, its rate; `None` for bulk (as fast as TCP goes).
     pub fn mean_rate_kbps(&self) -> Option<f64> {
         match self {
-            WorkloadSpec::Flows {
-                size_bytes,
-                interarrival_s,
-                scale,
-                ..
-            } => Some(size_bytes.mean() * 8.0 * scale / interarrival_s.mean() / 1000.0),
+            WorkloadSpec::Flows { size_bytes, interarrival_s, scale, .. } => {
+                Some(size_bytes.mean() * 8.0 * scale / interarrival_s.mean() / 1000.0)
+            }
             WorkloadSpec::Bulk { .. } => None,
             WorkloadSpec::Cbr { rate_kbps, .. } => Some(*rate_kbps),
         }
@@ -223,21 +220,15 @@ pub struct TcpSpec {
 
 impl Default for TcpSpec {
     fn default() -> Self {
-        TcpSpec {
-            congestion: Congestion::Cubic,
-            mss: DEFAULT_MSS,
-            buffer_bytes: DEFAULT_BUFFER_KB as usize * 1000,
-        }
+        TcpSpec { congestion: Congestion::Cubic, mss: DEFAULT_MSS, buffer_bytes: DEFAULT_BUFFER_KB as usize * 1000 }
     }
 }
 
 impl Scenario {
     /// Loads a scenario file; relative paths inside it are resolved against its directory.
     pub fn from_file(path: &Path) -> Result<Scenario, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ScenarioError::Io { path: path.to_path_buf(), source })?;
         let base_dir = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p,
             _ => Path::new("."),
@@ -276,13 +267,7 @@ impl Scenario {
     /// scenario alone with `None` when there is no sweep.
     pub fn expand_sweep(&self) -> Vec<(Option<f64>, Scenario)> {
         match &self.sweep {
-            Some(s) => s
-                .values
-                .iter()
-                .copied()
-                .map(Some)
-                .zip(s.points.iter().cloned())
-                .collect(),
+            Some(s) => s.values.iter().copied().map(Some).zip(s.points.iter().cloned()).collect(),
             None => vec![(None, self.clone())],
         }
     }
@@ -310,12 +295,5 @@ fn build_doc(
     base_dir: &Path,
     raw: raw::RawScenario,
 ) -> Result<Scenario, ScenarioError> {
-    build::scenario(
-        &build::Ctx {
-            text,
-            doc,
-            base_dir,
-        },
-        raw,
-    )
+    build::scenario(&build::Ctx { text, doc, base_dir }, raw)
 }

@@ -116,10 +116,7 @@ impl<'de> Deserialize<'de> for RawWeights {
             fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<RawWeights, E> {
                 Ok(RawWeights::Name(s.to_string()))
             }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> Result<RawWeights, A::Error> {
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<RawWeights, A::Error> {
                 let mut out = Vec::new();
                 while let Some(w) = seq.next_element::<f64>()? {
                     out.push(w);

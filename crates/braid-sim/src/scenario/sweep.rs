@@ -23,12 +23,7 @@ pub struct Sweep {
 }
 
 /// Checks `[sweep]` and builds one scenario per value.
-pub(crate) fn expand(
-    text: &str,
-    doc: &Doc<'_>,
-    base_dir: &Path,
-    raw: RawSweep,
-) -> Result<Sweep, ScenarioError> {
+pub(crate) fn expand(text: &str, doc: &Doc<'_>, base_dir: &Path, raw: RawSweep) -> Result<Sweep, ScenarioError> {
     let loc = Loc::root().key("sweep");
     let invalid = |at: &Loc, message: String| ScenarioError::Invalid {
         key: at.name(),
@@ -37,42 +32,26 @@ pub(crate) fn expand(
     };
     let keys = raw.keys.unwrap_or_default();
     if keys.is_empty() {
-        return Err(invalid(
-            &loc.key("keys"),
-            "missing or empty: name at least one key to sweep".into(),
-        ));
+        return Err(invalid(&loc.key("keys"), "missing or empty: name at least one key to sweep".into()));
     }
     let values = raw.values.unwrap_or_default();
     if values.is_empty() {
-        return Err(invalid(
-            &loc.key("values"),
-            "missing or empty: give at least one value".into(),
-        ));
+        return Err(invalid(&loc.key("values"), "missing or empty: give at least one value".into()));
     }
     if let Some(i) = values.iter().position(|v| !v.is_finite()) {
-        return Err(invalid(
-            &loc.key("values").elem(i, None),
-            format!("must be finite, found {}", values[i]),
-        ));
+        return Err(invalid(&loc.key("values").elem(i, None), format!("must be finite, found {}", values[i])));
     }
     let label = raw.label.unwrap_or_else(|| keys[0].clone());
 
     // serde has accepted `keys` as strings and `values` as numbers, so these arrays exist with
     // exactly these lengths; fall back to an empty span rather than trust that blindly.
     let key_spans: Vec<_> = (0..keys.len())
-        .map(|i| {
-            doc::array_at(doc, "sweep", "keys")
-                .and_then(|a| a.get(i))
-                .map_or(0..0, |v| v.span())
-        })
+        .map(|i| doc::array_at(doc, "sweep", "keys").and_then(|a| a.get(i)).map_or(0..0, |v| v.span()))
         .collect();
     let value_items: Vec<_> = match doc::array_at(doc, "sweep", "values") {
         Some(a) if a.len() == values.len() => a.iter().cloned().collect(),
         _ => {
-            return Err(invalid(
-                &loc.key("values"),
-                "must be an array of numbers".into(),
-            ));
+            return Err(invalid(&loc.key("values"), "must be an array of numbers".into()));
         }
     };
 
@@ -81,18 +60,13 @@ pub(crate) fn expand(
         let mut point = doc.clone();
         point.get_mut().remove("sweep");
         for (key, span) in keys.iter().zip(&key_spans) {
-            doc::set(&mut point, key, span.clone(), item.clone()).map_err(|message| {
-                ScenarioError::SweepKey {
-                    key: key.clone(),
-                    line: doc::line_of(text, span.start),
-                    message,
-                }
+            doc::set(&mut point, key, span.clone(), item.clone()).map_err(|message| ScenarioError::SweepKey {
+                key: key.clone(),
+                line: doc::line_of(text, span.start),
+                message,
             })?;
         }
-        let wrap = |e: ScenarioError| ScenarioError::SweepPoint {
-            value: *value,
-            source: Box::new(e),
-        };
+        let wrap = |e: ScenarioError| ScenarioError::SweepPoint { value: *value, source: Box::new(e) };
         let raw = match super::deserialize(&point) {
             Ok(raw) => raw,
             Err(e) => {
@@ -110,10 +84,5 @@ pub(crate) fn expand(
         let scenario = build_doc(text, &point, base_dir, raw).map_err(wrap)?;
         points.push(scenario);
     }
-    Ok(Sweep {
-        keys,
-        values,
-        label,
-        points,
-    })
+    Ok(Sweep { keys, values, label, points })
 }

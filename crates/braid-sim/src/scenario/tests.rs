@@ -23,10 +23,7 @@ fn temp_dir(tag: &str) -> PathBuf {
 
 /// 1-based line of the first line containing `needle`.
 fn line_of(text: &str, needle: &str) -> usize {
-    text.lines()
-        .position(|l| l.contains(needle))
-        .unwrap_or_else(|| panic!("{needle:?} not in text"))
-        + 1
+    text.lines().position(|l| l.contains(needle)).unwrap_or_else(|| panic!("{needle:?} not in text")) + 1
 }
 
 fn parse(text: &str) -> Result<Scenario, ScenarioError> {
@@ -78,36 +75,10 @@ fn minimal_scenario_gets_documented_defaults() {
     assert_eq!(d.queue_bytes, 64_000);
     assert_eq!(d.loss, LossSpec::None);
     assert!(d.schedule.is_none() && d.outages.is_empty());
-    assert_eq!(
-        s.workload,
-        WorkloadSpec::Bulk {
-            direction: Direction::Down,
-            flows: 1
-        }
-    );
-    assert_eq!(
-        s.schemes[0].kind,
-        SchemeKind::Braid {
-            recovery: Recovery::Oec,
-            scheduler: SchedulerKind::MinDelay
-        }
-    );
-    assert_eq!(
-        (
-            s.schemes[0].fec_percent,
-            &s.schemes[0].weights,
-            s.schemes[0].hold
-        ),
-        (None, &None, None)
-    );
-    assert_eq!(
-        s.tcp,
-        TcpSpec {
-            congestion: Congestion::Cubic,
-            mss: 1360,
-            buffer_bytes: 256_000
-        }
-    );
+    assert_eq!(s.workload, WorkloadSpec::Bulk { direction: Direction::Down, flows: 1 });
+    assert_eq!(s.schemes[0].kind, SchemeKind::Braid { recovery: Recovery::Oec, scheduler: SchedulerKind::MinDelay });
+    assert_eq!((s.schemes[0].fec_percent, &s.schemes[0].weights, s.schemes[0].hold), (None, &None, None));
+    assert_eq!(s.tcp, TcpSpec { congestion: Congestion::Cubic, mss: 1360, buffer_bytes: 256_000 });
     assert!(s.sweep.is_none());
     assert_eq!(s.expand_sweep(), vec![(None, s.clone())]);
 }
@@ -116,11 +87,7 @@ fn minimal_scenario_gets_documented_defaults() {
 fn every_key_round_trips() {
     let dir = temp_dir("keys");
     std::fs::write(dir.join("cap.trace"), "1\n2\n3\n4\n").unwrap();
-    std::fs::write(
-        dir.join("s.csv"),
-        "t_s,delay_ms,loss,rate_kbps\n0,30,0.1,500\n",
-    )
-    .unwrap();
+    std::fs::write(dir.join("s.csv"), "t_s,delay_ms,loss,rate_kbps\n0,30,0.1,500\n").unwrap();
     let text = r#"
 name = "all"
 duration_s = 12.5
@@ -179,10 +146,7 @@ mss = 1200
 buffer_kb = 100
 "#;
     let s = Scenario::from_str(text, &dir).unwrap();
-    assert_eq!(
-        (s.name.as_str(), s.duration, s.runs, s.seed),
-        ("all", Duration::from_millis(12_500), 3, 99)
-    );
+    assert_eq!((s.name.as_str(), s.duration, s.runs, s.seed), ("all", Duration::from_millis(12_500), 3, 99));
     assert_eq!(s.base_dir, dir);
 
     let w = &s.links[0];
@@ -192,55 +156,25 @@ buffer_kb = 100
     assert_eq!(w.down.queue_bytes, 1500);
     assert_eq!(w.down.loss, LossSpec::Bernoulli { p: 0.05 });
     // Direction outages plus the link's, sorted by start.
-    let starts: Vec<_> = w
-        .down
-        .outages
-        .iter()
-        .map(|o| (o.at.as_secs_f64(), o.duration.as_secs_f64()))
-        .collect();
+    let starts: Vec<_> = w.down.outages.iter().map(|o| (o.at.as_secs_f64(), o.duration.as_secs_f64())).collect();
     assert_eq!(starts, vec![(10.0, 0.5), (50.0, 1.0), (60.0, 5.0)]);
-    let RateSpec::Trace(t) = &w.up.rate else {
-        panic!("up should be a trace: {:?}", w.up.rate)
-    };
+    let RateSpec::Trace(t) = &w.up.rate else { panic!("up should be a trace: {:?}", w.up.rate) };
     assert_eq!(t.opportunities_ms, vec![1, 2, 3, 4]);
     assert_eq!(w.up.delay, Duration::from_millis(7));
     assert_eq!(w.up.queue_bytes, 32_000);
-    assert_eq!(
-        w.up.schedule.as_ref().unwrap().rows[0].rate_kbps,
-        Some(500.0)
-    );
-    assert_eq!(
-        w.up.loss,
-        LossSpec::Gilbert {
-            p_gb: 0.05,
-            p_bg: 0.5,
-            loss_good: 0.01,
-            loss_bad: 0.3
-        }
-    );
+    assert_eq!(w.up.schedule.as_ref().unwrap().rows[0].rate_kbps, Some(500.0));
+    assert_eq!(w.up.loss, LossSpec::Gilbert { p_gb: 0.05, p_bg: 0.5, loss_good: 0.01, loss_bad: 0.3 });
     assert_eq!(w.up.outages.len(), 1);
 
     let e = &s.links[1];
     assert_eq!(e.down.loss, LossSpec::None);
-    assert_eq!(
-        e.up.loss,
-        LossSpec::Gilbert {
-            p_gb: 0.1,
-            p_bg: 0.2,
-            loss_good: 0.0,
-            loss_bad: 1.0
-        }
-    );
+    assert_eq!(e.up.loss, LossSpec::Gilbert { p_gb: 0.1, p_bg: 0.2, loss_good: 0.0, loss_bad: 1.0 });
 
     assert_eq!(
         s.workload,
         WorkloadSpec::Flows {
             direction: Direction::Both,
-            size_bytes: Dist::Pareto {
-                scale: 1000.0,
-                shape: 1.5,
-                max: Some(1e6)
-            },
+            size_bytes: Dist::Pareto { scale: 1000.0, shape: 1.5, max: Some(1e6) },
             interarrival_s: Dist::Uniform { min: 0.1, max: 0.3 },
             scale: 2.5,
         }
@@ -248,35 +182,16 @@ buffer_kb = 100
 
     let by_name = |n: &str| s.schemes.iter().find(|x| x.name == n).unwrap();
     let w1 = by_name("w1");
-    assert_eq!(
-        w1.kind,
-        SchemeKind::Braid {
-            recovery: Recovery::Rlnc,
-            scheduler: SchedulerKind::Wrr
-        }
-    );
+    assert_eq!(w1.kind, SchemeKind::Braid { recovery: Recovery::Rlnc, scheduler: SchedulerKind::Wrr });
     assert_eq!(w1.weights, Some(Weights::Fixed(vec![2.0, 1.0])));
     assert_eq!(w1.hold, Some(Duration::from_millis(30)));
     assert_eq!(by_name("w2").weights, Some(Weights::Auto));
-    assert_eq!(
-        by_name("rs").kind,
-        SchemeKind::Braid {
-            recovery: Recovery::Rs,
-            scheduler: SchedulerKind::Eat
-        }
-    );
+    assert_eq!(by_name("rs").kind, SchemeKind::Braid { recovery: Recovery::Rs, scheduler: SchedulerKind::Eat });
     assert_eq!(by_name("rs").fec_percent, Some(250.0));
     assert_eq!(by_name("kcp").kind, SchemeKind::Peer(Peer::Kcptun));
     assert_eq!(by_name("kcp").fec_percent, Some(30.0));
     assert_eq!(by_name("mp").kind, SchemeKind::Peer(Peer::Mptcp));
-    assert_eq!(
-        s.tcp,
-        TcpSpec {
-            congestion: Congestion::Reno,
-            mss: 1200,
-            buffer_bytes: 100_000
-        }
-    );
+    assert_eq!(s.tcp, TcpSpec { congestion: Congestion::Reno, mss: 1200, buffer_bytes: 100_000 });
 }
 
 #[test]
@@ -285,16 +200,10 @@ fn every_name_parses_back_to_itself() {
         assert_eq!(Recovery::from_name(r.as_str()), Some(*r));
     }
     for s in SchedulerKind::ALL {
-        let text = with(
-            "recovery = \"oec\"",
-            &format!("recovery = \"none\"\nscheduler = \"{s}\""),
-        );
+        let text = with("recovery = \"oec\"", &format!("recovery = \"none\"\nscheduler = \"{s}\""));
         assert_eq!(
             parse(&text).unwrap().schemes[0].kind,
-            SchemeKind::Braid {
-                recovery: Recovery::None,
-                scheduler: *s
-            }
+            SchemeKind::Braid { recovery: Recovery::None, scheduler: *s }
         );
     }
     for p in Peer::ALL {
@@ -302,49 +211,25 @@ fn every_name_parses_back_to_itself() {
         assert_eq!(parse(&text).unwrap().schemes[0].kind, SchemeKind::Peer(*p));
     }
     for d in Direction::ALL {
-        let text = with(
-            "kind = \"bulk\"",
-            &format!("kind = \"bulk\"\ndirection = \"{d}\"\nflows = 4"),
-        );
-        assert_eq!(
-            parse(&text).unwrap().workload,
-            WorkloadSpec::Bulk {
-                direction: *d,
-                flows: 4
-            }
-        );
+        let text = with("kind = \"bulk\"", &format!("kind = \"bulk\"\ndirection = \"{d}\"\nflows = 4"));
+        assert_eq!(parse(&text).unwrap().workload, WorkloadSpec::Bulk { direction: *d, flows: 4 });
     }
 }
 
 #[test]
 fn workload_kinds_and_dists_parse() {
-    let text = with(
-        "kind = \"bulk\"",
-        "kind = \"cbr\"\nrate_kbps = 64\npacket_bytes = 160\ndirection = \"up\"",
-    );
+    let text = with("kind = \"bulk\"", "kind = \"cbr\"\nrate_kbps = 64\npacket_bytes = 160\ndirection = \"up\"");
     assert_eq!(
         parse(&text).unwrap().workload,
-        WorkloadSpec::Cbr {
-            direction: Direction::Up,
-            rate_kbps: 64.0,
-            packet_bytes: 160
-        }
+        WorkloadSpec::Cbr { direction: Direction::Up, rate_kbps: 64.0, packet_bytes: 160 }
     );
     let text = with("kind = \"bulk\"", "kind = \"cbr\"\nrate_kbps = 64");
     assert_eq!(parse(&text).unwrap().workload.mean_rate_kbps(), Some(64.0));
 
     let flows = |size: &str, gap: &str| {
-        let text = with(
-            "kind = \"bulk\"",
-            &format!("kind = \"flows\"\nsize_bytes = {size}\ninterarrival_s = {gap}"),
-        );
+        let text = with("kind = \"bulk\"", &format!("kind = \"flows\"\nsize_bytes = {size}\ninterarrival_s = {gap}"));
         match parse(&text).unwrap().workload {
-            WorkloadSpec::Flows {
-                size_bytes,
-                interarrival_s,
-                scale,
-                direction,
-            } => {
+            WorkloadSpec::Flows { size_bytes, interarrival_s, scale, direction } => {
                 assert_eq!((scale, direction), (1.0, Direction::Down));
                 (size_bytes, interarrival_s)
             }
@@ -352,44 +237,19 @@ fn workload_kinds_and_dists_parse() {
         }
     };
     assert_eq!(
-        flows(
-            "{ dist = \"lognormal\", median = 8000, sigma = 1.8 }",
-            "{ dist = \"fixed\", value = 2 }"
-        ),
-        (
-            Dist::LogNormal {
-                median: 8000.0,
-                sigma: 1.8,
-                max: None
-            },
-            Dist::Fixed { value: 2.0 }
-        )
+        flows("{ dist = \"lognormal\", median = 8000, sigma = 1.8 }", "{ dist = \"fixed\", value = 2 }"),
+        (Dist::LogNormal { median: 8000.0, sigma: 1.8, max: None }, Dist::Fixed { value: 2.0 })
     );
     assert_eq!(
         flows(
             "{ dist = \"lognormal\", median = 8000, sigma = 1.8, max = 5_000_000 }",
             "{ dist = \"exponential\", mean = 0.6 }"
         ),
-        (
-            Dist::LogNormal {
-                median: 8000.0,
-                sigma: 1.8,
-                max: Some(5e6)
-            },
-            Dist::Exponential { mean: 0.6 }
-        )
+        (Dist::LogNormal { median: 8000.0, sigma: 1.8, max: Some(5e6) }, Dist::Exponential { mean: 0.6 })
     );
     assert_eq!(
-        flows(
-            "{ dist = \"pareto\", scale = 100, shape = 2.5 }",
-            "{ dist = \"uniform\", min = 0, max = 1 }"
-        )
-        .0,
-        Dist::Pareto {
-            scale: 100.0,
-            shape: 2.5,
-            max: None
-        }
+        flows("{ dist = \"pareto\", scale = 100, shape = 2.5 }", "{ dist = \"uniform\", min = 0, max = 1 }").0,
+        Dist::Pareto { scale: 100.0, shape: 2.5, max: None }
     );
 }
 
@@ -401,77 +261,40 @@ fn unknown_top_level_key_is_named_with_its_line() {
 
 #[test]
 fn unknown_key_in_a_link_direction_is_named_with_its_line() {
-    let text = with(
-        "up = { rate_kbps = 100 }",
-        "up = { rate_kbps = 100, jitter_ms = 3 }",
-    );
-    assert_rejects(
-        &text,
-        "link.a.up.jitter_ms",
-        "jitter_ms",
-        "unknown field `jitter_ms`",
-    );
+    let text = with("up = { rate_kbps = 100 }", "up = { rate_kbps = 100, jitter_ms = 3 }");
+    assert_rejects(&text, "link.a.up.jitter_ms", "jitter_ms", "unknown field `jitter_ms`");
     // The same inside a [link.down] style sub-table.
     let text = with(
         "down = { rate_kbps = 1000 }\nup = { rate_kbps = 100 }",
         "\n[link.down]\nrate_kbps = 1000\n\ndelai_ms = 5\n\n[link.up]\nrate_kbps = 100",
     );
-    assert_rejects(
-        &text,
-        "link.a.down.delai_ms",
-        "delai_ms",
-        "unknown field `delai_ms`",
-    );
+    assert_rejects(&text, "link.a.down.delai_ms", "delai_ms", "unknown field `delai_ms`");
 }
 
 #[test]
 fn unknown_key_in_loss_is_named_with_its_line() {
-    let text = with(
-        "up = { rate_kbps = 100 }",
-        "up = { rate_kbps = 100,\n  loss = { model = \"bernoulli\",\n    q = 0.1 } }",
-    );
+    let text =
+        with("up = { rate_kbps = 100 }", "up = { rate_kbps = 100,\n  loss = { model = \"bernoulli\",\n    q = 0.1 } }");
     assert_rejects(&text, "link.a.up.loss.q", "q = 0.1", "unknown field `q`");
     // A key of another model is not silently ignored.
     let text = with(
         "up = { rate_kbps = 100 }",
         "up = { rate_kbps = 100, loss = { model = \"gilbert\", p = 0.1, p_gb = 0.1, p_bg = 0.1 } }",
     );
-    assert_rejects(
-        &text,
-        "link.a.up.loss.p",
-        "gilbert",
-        "does not apply to model \"gilbert\"",
-    );
-    let text = with(
-        "up = { rate_kbps = 100 }",
-        "up = { rate_kbps = 100, loss = { model = \"markov\" } }",
-    );
-    assert_rejects(
-        &text,
-        "link.a.up.loss.model",
-        "markov",
-        "valid: none, bernoulli, gilbert",
-    );
+    assert_rejects(&text, "link.a.up.loss.p", "gilbert", "does not apply to model \"gilbert\"");
+    let text = with("up = { rate_kbps = 100 }", "up = { rate_kbps = 100, loss = { model = \"markov\" } }");
+    assert_rejects(&text, "link.a.up.loss.model", "markov", "valid: none, bernoulli, gilbert");
 }
 
 #[test]
 fn unknown_key_in_a_scheme_is_named_with_its_line() {
-    let text =
-        format!("{MINIMAL}\n[[scheme]]\nname = \"second\"\nrecovery = \"arq\"\nretries = 3\n");
-    assert_rejects(
-        &text,
-        "scheme.second.retries",
-        "retries",
-        "unknown field `retries`",
-    );
+    let text = format!("{MINIMAL}\n[[scheme]]\nname = \"second\"\nrecovery = \"arq\"\nretries = 3\n");
+    assert_rejects(&text, "scheme.second.retries", "retries", "unknown field `retries`");
 }
 
 #[test]
 fn wrong_type_is_named_with_its_line() {
-    let text = with(
-        "down = { rate_kbps = 1000 }",
-        "down = { rate_kbps = 1000, delay_ms = \"20\" }",
-    );
+    let text = with("down = { rate_kbps = 1000 }", "down = { rate_kbps = 1000, delay_ms = \"20\" }");
     assert_rejects(&text, "link.a.down.delay_ms", "delay_ms", "invalid type");
     let text = with("duration_s = 10", "duration_s = 10\nruns = 2.5");
     assert_rejects(&text, "runs", "runs", "invalid type");
@@ -481,10 +304,7 @@ fn wrong_type_is_named_with_its_line() {
 
 #[test]
 fn out_of_range_values_are_named_with_their_line() {
-    let text = with(
-        "up = { rate_kbps = 100 }",
-        "up = { rate_kbps = 100, loss = { model = \"bernoulli\", p = 1.5 } }",
-    );
+    let text = with("up = { rate_kbps = 100 }", "up = { rate_kbps = 100, loss = { model = \"bernoulli\", p = 1.5 } }");
     assert_rejects(&text, "link.a.up.loss.p", "p = 1.5", "within [0, 1]");
     let text = with(
         "up = { rate_kbps = 100 }",
@@ -493,33 +313,13 @@ fn out_of_range_values_are_named_with_their_line() {
     assert_rejects(&text, "link.a.up.loss.p_bg", "p_bg", "within [0, 1]");
     let text = with("up = { rate_kbps = 100 }", "up = { rate_kbps = nan }");
     assert_rejects(&text, "link.a.up.rate_kbps", "nan", "> 0");
-    assert_rejects(
-        &with("duration_s = 10", "duration_s = -1"),
-        "duration_s",
-        "duration_s",
-        "> 0",
-    );
-    assert_rejects(
-        &with("duration_s = 10", "duration_s = 10\nruns = 0"),
-        "runs",
-        "runs",
-        "at least 1",
-    );
-    assert_rejects(
-        &with("duration_s = 10", "duration_s = 10\nruns = -2"),
-        "runs",
-        "runs",
-        "invalid value",
-    );
-    let text = with(
-        "down = { rate_kbps = 1000 }",
-        "down = { rate_kbps = 1000, queue_kb = 0 }",
-    );
+    assert_rejects(&with("duration_s = 10", "duration_s = -1"), "duration_s", "duration_s", "> 0");
+    assert_rejects(&with("duration_s = 10", "duration_s = 10\nruns = 0"), "runs", "runs", "at least 1");
+    assert_rejects(&with("duration_s = 10", "duration_s = 10\nruns = -2"), "runs", "runs", "invalid value");
+    let text = with("down = { rate_kbps = 1000 }", "down = { rate_kbps = 1000, queue_kb = 0 }");
     assert_rejects(&text, "link.a.down.queue_kb", "queue_kb", "> 0");
-    let text = with(
-        "down = { rate_kbps = 1000 }",
-        "down = { rate_kbps = 1000, outages = [ { at_s = 1, for_s = 0 } ] }",
-    );
+    let text =
+        with("down = { rate_kbps = 1000 }", "down = { rate_kbps = 1000, outages = [ { at_s = 1, for_s = 0 } ] }");
     assert_rejects(&text, "link.a.down.outages[0].for_s", "outages", "> 0");
     let text = with(
         "kind = \"bulk\"",
@@ -530,34 +330,16 @@ fn out_of_range_values_are_named_with_their_line() {
         "kind = \"bulk\"",
         "kind = \"flows\"\nsize_bytes = { dist = \"fixed\", value = 1 }\ninterarrival_s = { dist = \"fixed\", value = 0 }",
     );
-    assert_rejects(
-        &text,
-        "workload.interarrival_s",
-        "interarrival_s",
-        "mean must be > 0",
-    );
-    assert_rejects(
-        &format!("{MINIMAL}\n[tcp]\nmss = 10\n"),
-        "tcp.mss",
-        "mss",
-        "at least 64",
-    );
-    assert_rejects(
-        &format!("{MINIMAL}\n[tcp]\ncongestion = \"bbr\"\n"),
-        "tcp.congestion",
-        "bbr",
-        "valid: reno, cubic",
-    );
+    assert_rejects(&text, "workload.interarrival_s", "interarrival_s", "mean must be > 0");
+    assert_rejects(&format!("{MINIMAL}\n[tcp]\nmss = 10\n"), "tcp.mss", "mss", "at least 64");
+    assert_rejects(&format!("{MINIMAL}\n[tcp]\ncongestion = \"bbr\"\n"), "tcp.congestion", "bbr", "valid: reno, cubic");
 }
 
 #[test]
 fn missing_rate_is_named_at_its_direction() {
     let text = with("up = { rate_kbps = 100 }", "up = { delay_ms = 20 }");
     assert_rejects(&text, "link.a.up.rate_kbps", "up = {", "rate_kbps or trace");
-    let text = with(
-        "up = { rate_kbps = 100 }",
-        "up = { rate_kbps = 100, trace = \"t\" }",
-    );
+    let text = with("up = { rate_kbps = 100 }", "up = { rate_kbps = 100, trace = \"t\" }");
     assert_rejects(&text, "link.a.up.trace", "up = {", "not both");
     let text = with("up = { rate_kbps = 100 }", "");
     assert_rejects(&text, "link.a.up", "[[link]]", "missing");
@@ -566,22 +348,10 @@ fn missing_rate_is_named_at_its_direction() {
 #[test]
 fn structural_rules_are_enforced() {
     // Names.
-    let text = format!(
-        "{MINIMAL}\n[[link]]\nname  = \"a\"\ndown = {{ rate_kbps = 1 }}\nup = {{ rate_kbps = 1 }}\n"
-    );
-    assert_rejects(
-        &text,
-        "link[1].name",
-        "name  = \"a\"",
-        "duplicate link name",
-    );
+    let text = format!("{MINIMAL}\n[[link]]\nname  = \"a\"\ndown = {{ rate_kbps = 1 }}\nup = {{ rate_kbps = 1 }}\n");
+    assert_rejects(&text, "link[1].name", "name  = \"a\"", "duplicate link name");
     let text = format!("{MINIMAL}\n[[scheme]]\nname  = \"oec\"\nrecovery = \"arq\"\n");
-    assert_rejects(
-        &text,
-        "scheme[1].name",
-        "name  = \"oec\"",
-        "duplicate scheme name",
-    );
+    assert_rejects(&text, "scheme[1].name", "name  = \"oec\"", "duplicate scheme name");
     // At least one link and one scheme.
     let text = MINIMAL.replacen("[[link]]", "[[lnk]]", 1);
     assert!(parse(&text).is_err());
@@ -604,12 +374,7 @@ fn scheme_options_are_checked() {
         "[[scheme]] # s",
         "required for recovery fec",
     );
-    assert_rejects(
-        &scheme("recovery = \"rs\"\nfec_percent = 1001"),
-        "scheme.s.fec_percent",
-        "1001",
-        "(0, 1000]",
-    );
+    assert_rejects(&scheme("recovery = \"rs\"\nfec_percent = 1001"), "scheme.s.fec_percent", "1001", "(0, 1000]");
     assert_rejects(
         &scheme("recovery = \"fec\"\nfec_percent = 0"),
         "scheme.s.fec_percent",
@@ -634,30 +399,10 @@ fn scheme_options_are_checked() {
         "fastest",
         "valid: min-delay, wrr, eat, round-robin, single, dup",
     );
-    assert_rejects(
-        &scheme("peer = \"quic\""),
-        "scheme.s.peer",
-        "quic",
-        "valid: plain, mptcp, kcptun",
-    );
-    assert_rejects(
-        &scheme("peer = \"plain\"\nrecovery = \"oec\""),
-        "scheme.s.peer",
-        "plain",
-        "not both",
-    );
-    assert_rejects(
-        &scheme("peer = \"plain\"\nhold_ms = 5"),
-        "scheme.s.hold_ms",
-        "hold_ms",
-        "does not apply",
-    );
-    assert_rejects(
-        &scheme("scheduler = \"wrr\""),
-        "scheme.s.recovery",
-        "[[scheme]] # s",
-        "give recovery",
-    );
+    assert_rejects(&scheme("peer = \"quic\""), "scheme.s.peer", "quic", "valid: plain, mptcp, kcptun");
+    assert_rejects(&scheme("peer = \"plain\"\nrecovery = \"oec\""), "scheme.s.peer", "plain", "not both");
+    assert_rejects(&scheme("peer = \"plain\"\nhold_ms = 5"), "scheme.s.hold_ms", "hold_ms", "does not apply");
+    assert_rejects(&scheme("scheduler = \"wrr\""), "scheme.s.recovery", "[[scheme]] # s", "give recovery");
     assert_rejects(
         &scheme("recovery = \"oec\"\nscheduler = \"wrr\"\nweights = [1, 2]"),
         "scheme.s.weights",
@@ -682,12 +427,7 @@ fn scheme_options_are_checked() {
         "weights",
         "> 0",
     );
-    assert_rejects(
-        &scheme("recovery = \"oec\"\nhold_ms = -1"),
-        "scheme.s.hold_ms",
-        "hold_ms",
-        ">= 0",
-    );
+    assert_rejects(&scheme("recovery = \"oec\"\nhold_ms = -1"), "scheme.s.hold_ms", "hold_ms", ">= 0");
 }
 
 #[test]
@@ -705,20 +445,12 @@ fn workload_options_are_checked() {
         "valid: flows, bulk, cbr",
     );
     assert_rejects(
-        &with(
-            "kind = \"bulk\"",
-            "kind = \"bulk\"\ndirection = \"sideways\"",
-        ),
+        &with("kind = \"bulk\"", "kind = \"bulk\"\ndirection = \"sideways\""),
         "workload.direction",
         "sideways",
         "valid: down, up, both",
     );
-    assert_rejects(
-        &with("kind = \"bulk\"", "kind = \"cbr\""),
-        "workload.rate_kbps",
-        "[workload]",
-        "missing",
-    );
+    assert_rejects(&with("kind = \"bulk\"", "kind = \"cbr\""), "workload.rate_kbps", "[workload]", "missing");
     let text = with(
         "kind = \"bulk\"",
         "kind = \"flows\"\ninterarrival_s = { dist = \"fixed\", value = 1 }\nsize_bytes = { dist = \"zipf\", s = 1 }",
@@ -738,22 +470,12 @@ fn workload_options_are_checked() {
         "kind = \"bulk\"",
         "kind = \"flows\"\ninterarrival_s = { dist = \"exponential\", mean = 1, median = 2 }\nsize_bytes = { dist = \"fixed\", value = 1 }",
     );
-    assert_rejects(
-        &text,
-        "workload.interarrival_s.median",
-        "exponential",
-        "does not apply to dist \"exponential\"",
-    );
+    assert_rejects(&text, "workload.interarrival_s.median", "exponential", "does not apply to dist \"exponential\"");
     let text = with(
         "kind = \"bulk\"",
         "kind = \"flows\"\ninterarrival_s = { dist = \"lognormal\", median = 1 }\nsize_bytes = { dist = \"fixed\", value = 1 }",
     );
-    assert_rejects(
-        &text,
-        "workload.interarrival_s.sigma",
-        "lognormal",
-        "missing",
-    );
+    assert_rejects(&text, "workload.interarrival_s.sigma", "lognormal", "missing");
 }
 
 #[test]
@@ -831,14 +553,9 @@ fn sweep_sets_every_key_to_each_value() {
 #[test]
 fn sweep_reaches_workload_scheme_and_top_level_keys() {
     // `scale` is absent from the file: the sweep inserts it.
-    let s = parse(
-        &sweep_with("[\"workload.scale\"]", "[1, 2, 4, 8]").replacen(
-            "[sweep]",
-            "[sweep]\nlabel = \"load\"",
-            1,
-        ),
-    )
-    .unwrap();
+    let s =
+        parse(&sweep_with("[\"workload.scale\"]", "[1, 2, 4, 8]").replacen("[sweep]", "[sweep]\nlabel = \"load\"", 1))
+            .unwrap();
     assert_eq!(s.sweep.as_ref().unwrap().label, "load");
     let scales: Vec<f64> = s
         .expand_sweep()
@@ -851,19 +568,11 @@ fn sweep_reaches_workload_scheme_and_top_level_keys() {
     assert_eq!(scales, vec![1.0, 2.0, 4.0, 8.0]);
 
     let s = parse(&sweep_with("[\"scheme.fec.fec_percent\"]", "[5, 50]")).unwrap();
-    let ks: Vec<_> = s
-        .expand_sweep()
-        .into_iter()
-        .map(|(_, p)| p.schemes[0].fec_percent)
-        .collect();
+    let ks: Vec<_> = s.expand_sweep().into_iter().map(|(_, p)| p.schemes[0].fec_percent).collect();
     assert_eq!(ks, vec![Some(5.0), Some(50.0)]);
 
     let s = parse(&sweep_with("[\"duration_s\", \"runs\"]", "[3, 4]")).unwrap();
-    let got: Vec<_> = s
-        .expand_sweep()
-        .into_iter()
-        .map(|(_, p)| (p.duration.as_secs(), p.runs))
-        .collect();
+    let got: Vec<_> = s.expand_sweep().into_iter().map(|(_, p)| (p.duration.as_secs(), p.runs)).collect();
     assert_eq!(got, vec![(3, 3), (4, 4)]);
 }
 
@@ -871,39 +580,19 @@ fn sweep_reaches_workload_scheme_and_top_level_keys() {
 fn sweep_key_naming_nothing_is_an_error_naming_it() {
     let text = sweep_with("[\"link.lan.down.loss.loss_bad\"]", "[0.1]");
     let e = parse(&text).unwrap_err();
-    assert!(
-        matches!(&e, ScenarioError::SweepKey { key, .. } if key == "link.lan.down.loss.loss_bad"),
-        "{e}"
-    );
+    assert!(matches!(&e, ScenarioError::SweepKey { key, .. } if key == "link.lan.down.loss.loss_bad"), "{e}");
     assert_eq!(e.line(), Some(line_of(&text, "keys =")));
     assert!(e.to_string().contains("no `link` entry named `lan`"), "{e}");
 
-    for key in [
-        "link.wan.down.loss.los_bad",
-        "workload.scael",
-        "sclae",
-        "scheme.fec.fec_pct",
-    ] {
+    for key in ["link.wan.down.loss.los_bad", "workload.scael", "sclae", "scheme.fec.fec_pct"] {
         let text = sweep_with(&format!("[\"{key}\"]"), "[0.1]");
         let e = parse(&text).unwrap_err();
-        assert!(
-            matches!(&e, ScenarioError::SweepKey { key: k, .. } if k == key),
-            "{key}: {e}"
-        );
+        assert!(matches!(&e, ScenarioError::SweepKey { key: k, .. } if k == key), "{key}: {e}");
         assert!(e.to_string().contains("names nothing"), "{e}");
     }
-    for key in [
-        "link.wan.sideways.delay_ms",
-        "link.wan",
-        "link.wan.down",
-        "link.wan.down.loss.loss_bad.x",
-        "a..b",
-    ] {
+    for key in ["link.wan.sideways.delay_ms", "link.wan", "link.wan.down", "link.wan.down.loss.loss_bad.x", "a..b"] {
         let e = parse(&sweep_with(&format!("[\"{key}\"]"), "[0.1]")).unwrap_err();
-        assert!(
-            matches!(&e, ScenarioError::SweepKey { key: k, .. } if k == key),
-            "{key}: {e}"
-        );
+        assert!(matches!(&e, ScenarioError::SweepKey { key: k, .. } if k == key), "{key}: {e}");
     }
 }
 
@@ -911,10 +600,7 @@ fn sweep_key_naming_nothing_is_an_error_naming_it() {
 fn bad_sweep_value_is_reported_with_the_value_and_key() {
     let text = sweep_with("[\"link.wan.up.loss.loss_bad\"]", "[0.5,\n  1.5]");
     let e = parse(&text).unwrap_err();
-    assert!(
-        matches!(e, ScenarioError::SweepPoint { value, .. } if value == 1.5),
-        "{e}"
-    );
+    assert!(matches!(e, ScenarioError::SweepPoint { value, .. } if value == 1.5), "{e}");
     assert_eq!(e.key(), Some("link.wan.up.loss.loss_bad"));
     // The key exists in the file: the error points at it.
     assert_eq!(e.line(), Some(line_of(&text, "up = { rate_kbps = 1500")));
@@ -924,30 +610,10 @@ fn bad_sweep_value_is_reported_with_the_value_and_key() {
     assert_eq!(e.key(), Some("runs"), "{e}");
     assert_eq!(e.line(), Some(line_of(&text, " 2.5]")), "{e}");
 
-    assert_rejects(
-        &sweep_with("[]", "[1]"),
-        "sweep.keys",
-        "keys = []",
-        "at least one key",
-    );
-    assert_rejects(
-        &sweep_with("[\"runs\"]", "[]"),
-        "sweep.values",
-        "values = []",
-        "at least one value",
-    );
-    assert_rejects(
-        &sweep_with("[\"runs\"]", "[\"x\"]"),
-        "sweep.values[0]",
-        "values =",
-        "invalid type",
-    );
-    assert_rejects(
-        &sweep_with("[\"runs\"]", "[inf]"),
-        "sweep.values[0]",
-        "values =",
-        "finite",
-    );
+    assert_rejects(&sweep_with("[]", "[1]"), "sweep.keys", "keys = []", "at least one key");
+    assert_rejects(&sweep_with("[\"runs\"]", "[]"), "sweep.values", "values = []", "at least one value");
+    assert_rejects(&sweep_with("[\"runs\"]", "[\"x\"]"), "sweep.values[0]", "values =", "invalid type");
+    assert_rejects(&sweep_with("[\"runs\"]", "[inf]"), "sweep.values[0]", "values =", "finite");
 }
 
 #[test]
@@ -955,11 +621,7 @@ fn relative_paths_resolve_against_the_scenario_directory() {
     let dir = temp_dir("paths");
     std::fs::create_dir_all(dir.join("traces")).unwrap();
     std::fs::write(dir.join("traces/up.trace"), "0\n5\n10\n").unwrap();
-    std::fs::write(
-        dir.join("sched.csv"),
-        "t_s,delay_ms,loss,rate_kbps\n0,,0.2,\n",
-    )
-    .unwrap();
+    std::fs::write(dir.join("sched.csv"), "t_s,delay_ms,loss,rate_kbps\n0,,0.2,\n").unwrap();
     std::fs::write(dir.join("sizes.txt"), "# sizes\n100\n300\n").unwrap();
     let text = MINIMAL
         .replacen("up = { rate_kbps = 100 }", "up = { trace = \"traces/up.trace\", schedule = \"sched.csv\" }", 1)
@@ -972,19 +634,10 @@ fn relative_paths_resolve_against_the_scenario_directory() {
     std::fs::write(&file, &text).unwrap();
 
     let check = |s: Scenario| {
-        let RateSpec::Trace(t) = &s.links[0].up.rate else {
-            panic!("{:?}", s.links[0].up.rate)
-        };
+        let RateSpec::Trace(t) = &s.links[0].up.rate else { panic!("{:?}", s.links[0].up.rate) };
         assert_eq!(t.opportunities_ms, vec![0, 5, 10]);
-        assert_eq!(
-            s.links[0].up.schedule.as_ref().unwrap().rows[0].loss,
-            Some(0.2)
-        );
-        let WorkloadSpec::Flows {
-            size_bytes: Dist::Empirical { file, values },
-            ..
-        } = &s.workload
-        else {
+        assert_eq!(s.links[0].up.schedule.as_ref().unwrap().rows[0].loss, Some(0.2));
+        let WorkloadSpec::Flows { size_bytes: Dist::Empirical { file, values }, .. } = &s.workload else {
             panic!("{:?}", s.workload)
         };
         assert_eq!(file, &dir.join("sizes.txt"));
@@ -995,19 +648,13 @@ fn relative_paths_resolve_against_the_scenario_directory() {
 
     // Elsewhere, the same text does not find its files, and says which key named them.
     let e = Scenario::from_str(&text, &dir.join("traces")).unwrap_err();
-    assert!(
-        matches!(&e, ScenarioError::File { key, .. } if key == "link.a.up.trace"),
-        "{e}"
-    );
+    assert!(matches!(&e, ScenarioError::File { key, .. } if key == "link.a.up.trace"), "{e}");
     assert_eq!(e.line(), Some(line_of(&text, "traces/up.trace")));
 
     // A bad trace file is reported with the key and the file's own line.
     std::fs::write(dir.join("traces/up.trace"), "0\nfast\n").unwrap();
     let e = Scenario::from_file(&file).unwrap_err().to_string();
-    assert!(
-        e.contains("link.a.up.trace") && e.contains("up.trace:2"),
-        "{e}"
-    );
+    assert!(e.contains("link.a.up.trace") && e.contains("up.trace:2"), "{e}");
 
     let e = Scenario::from_file(&dir.join("missing.toml")).unwrap_err();
     assert!(matches!(e, ScenarioError::Io { .. }), "{e}");
@@ -1024,8 +671,7 @@ fn every_shipped_scenario_parses() {
     for entry in std::fs::read_dir(scenarios_dir()).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "toml") {
-            let s =
-                Scenario::from_file(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let s = Scenario::from_file(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             assert!(!s.expand_sweep().is_empty());
             n += 1;
         }
@@ -1036,25 +682,13 @@ fn every_shipped_scenario_parses() {
 #[test]
 fn default_bus_is_the_paper_bus() {
     let s = Scenario::default_bus();
-    assert_eq!(
-        s,
-        Scenario::from_file(&scenarios_dir().join("bus.toml"))
-            .unwrap()
-            .with_base_dir(".")
-    );
-    assert_eq!(
-        (s.duration, s.runs, s.seed),
-        (Duration::from_secs(300), 10, 1)
-    );
+    assert_eq!(s, Scenario::from_file(&scenarios_dir().join("bus.toml")).unwrap().with_base_dir("."));
+    assert_eq!((s.duration, s.runs, s.seed), (Duration::from_secs(300), 10, 1));
     let names: Vec<_> = s.links.iter().map(|l| l.name.as_str()).collect();
     assert_eq!(names, ["wimax", "evdo"]);
     let rtt_ms = |l: &LinkSpec| (l.down.delay + l.up.delay).as_millis();
     assert_eq!((rtt_ms(&s.links[0]), rtt_ms(&s.links[1])), (40, 150));
-    let rates: Vec<_> = s
-        .links
-        .iter()
-        .map(|l| (l.down.rate.mean_kbps(), l.up.rate.mean_kbps()))
-        .collect();
+    let rates: Vec<_> = s.links.iter().map(|l| (l.down.rate.mean_kbps(), l.up.rate.mean_kbps())).collect();
     assert_eq!(rates, [(1500.0, 200.0), (1000.0, 300.0)]);
     // WiMax about 5 % bursty loss, EVDO under 1 %.
     for d in [&s.links[0].down, &s.links[0].up] {
@@ -1062,31 +696,14 @@ fn default_bus_is_the_paper_bus() {
         assert!(matches!(d.loss, LossSpec::Gilbert { .. }));
     }
     for d in [&s.links[1].down, &s.links[1].up] {
-        assert!(
-            d.loss.mean_loss() > 0.0 && d.loss.mean_loss() < 0.01,
-            "{:?}",
-            d.loss
-        );
+        assert!(d.loss.mean_loss() > 0.0 && d.loss.mean_loss() < 0.01, "{:?}", d.loss);
     }
     // 86 kbit/s on average, from heavy-tailed (capped) flow sizes.
     let rate = s.workload.mean_rate_kbps().unwrap();
     assert!((rate - 86.0).abs() < 0.86, "{rate} kbit/s");
-    assert!(matches!(
-        &s.workload,
-        WorkloadSpec::Flows {
-            size_bytes: Dist::LogNormal { max: Some(_), .. },
-            ..
-        }
-    ));
-    let schemes: Vec<_> = s
-        .schemes
-        .iter()
-        .map(|x| (x.name.as_str(), x.kind, x.fec_percent))
-        .collect();
-    let braid = |recovery| SchemeKind::Braid {
-        recovery,
-        scheduler: SchedulerKind::MinDelay,
-    };
+    assert!(matches!(&s.workload, WorkloadSpec::Flows { size_bytes: Dist::LogNormal { max: Some(_), .. }, .. }));
+    let schemes: Vec<_> = s.schemes.iter().map(|x| (x.name.as_str(), x.kind, x.fec_percent)).collect();
+    let braid = |recovery| SchemeKind::Braid { recovery, scheduler: SchedulerKind::MinDelay };
     assert_eq!(
         schemes,
         [
@@ -1108,42 +725,18 @@ fn figure_scenarios_sweep_what_the_paper_varies() {
     assert_eq!(s.schemes, bus.schemes);
     let points = s.expand_sweep();
     let want = [0.01, 0.05, 0.1, 0.3, 0.5, 0.7];
-    assert_eq!(
-        points.iter().map(|p| p.0.unwrap()).collect::<Vec<_>>(),
-        want
-    );
+    assert_eq!(points.iter().map(|p| p.0.unwrap()).collect::<Vec<_>>(), want);
     for ((_, p), w) in points.iter().zip(want) {
         for d in [&p.links[0].down, &p.links[0].up] {
-            assert_eq!(
-                d.loss,
-                LossSpec::Gilbert {
-                    p_gb: 0.5,
-                    p_bg: 0.5,
-                    loss_good: 0.0,
-                    loss_bad: w
-                }
-            );
-            assert_eq!(
-                (d.delay, d.rate.mean_kbps()),
-                (Duration::from_millis(75), 1500.0)
-            );
+            assert_eq!(d.loss, LossSpec::Gilbert { p_gb: 0.5, p_bg: 0.5, loss_good: 0.0, loss_bad: w });
+            assert_eq!((d.delay, d.rate.mean_kbps()), (Duration::from_millis(75), 1500.0));
         }
     }
 
     let s = Scenario::from_file(&scenarios_dir().join("fig7b-load-scaling.toml")).unwrap();
     assert_eq!(s.links, bus.links);
-    assert_eq!(
-        s.schemes
-            .iter()
-            .map(|x| x.name.as_str())
-            .collect::<Vec<_>>(),
-        ["none", "oec"]
-    );
-    let rates: Vec<_> = s
-        .expand_sweep()
-        .iter()
-        .map(|(_, p)| p.workload.mean_rate_kbps().unwrap())
-        .collect();
+    assert_eq!(s.schemes.iter().map(|x| x.name.as_str()).collect::<Vec<_>>(), ["none", "oec"]);
+    let rates: Vec<_> = s.expand_sweep().iter().map(|(_, p)| p.workload.mean_rate_kbps().unwrap()).collect();
     let base = bus.workload.mean_rate_kbps().unwrap();
     for (r, k) in rates.iter().zip([1.0, 2.0, 4.0, 8.0]) {
         assert!((r / base - k).abs() < 1e-9, "{rates:?}");

@@ -76,14 +76,7 @@ pub struct DistError {
 
 impl Dist {
     /// The `dist = "..."` names, in the order the scenario format documents them.
-    pub const KINDS: &'static [&'static str] = &[
-        "lognormal",
-        "pareto",
-        "fixed",
-        "exponential",
-        "uniform",
-        "empirical",
-    ];
+    pub const KINDS: &'static [&'static str] = &["lognormal", "pareto", "fixed", "exponential", "uniform", "empirical"];
 
     /// The `dist = "..."` name of this distribution.
     pub fn kind(&self) -> &'static str {
@@ -100,10 +93,7 @@ impl Dist {
     /// Checks every parameter's range (all finite; see each variant for its bounds).
     pub fn check(&self) -> Result<(), DistError> {
         fn err(param: &'static str, what: impl Into<String>) -> Result<(), DistError> {
-            Err(DistError {
-                param,
-                what: what.into(),
-            })
+            Err(DistError { param, what: what.into() })
         }
         fn positive(param: &'static str, v: f64) -> Result<(), DistError> {
             if v.is_finite() && v > 0.0 {
@@ -139,10 +129,9 @@ impl Dist {
                         }
                         Ok(())
                     }
-                    None if *shape <= 1.0 => err(
-                        "max",
-                        format!("required when shape <= 1 (shape {shape} gives an infinite mean)"),
-                    ),
+                    None if *shape <= 1.0 => {
+                        err("max", format!("required when shape <= 1 (shape {shape} gives an infinite mean)"))
+                    }
                     None => Ok(()),
                 }
             }
@@ -171,15 +160,10 @@ impl Dist {
     /// Reads an empirical distribution: one number per line; blank lines and lines starting with
     /// `#` are ignored. Values must be finite and non-negative, and there must be at least one.
     pub fn empirical_from_file(path: &Path) -> Result<Self, SpecFileError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SpecFileError::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| SpecFileError::Io { path: path.display().to_string(), source })?;
         let values = Self::parse_empirical(&path.display().to_string(), &text)?;
-        Ok(Dist::Empirical {
-            file: path.to_path_buf(),
-            values: values.into(),
-        })
+        Ok(Dist::Empirical { file: path.to_path_buf(), values: values.into() })
     }
 
     /// Parses the text of an empirical distribution file (see [`Dist::empirical_from_file`]);
@@ -191,25 +175,15 @@ impl Dist {
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let bad = |what: String| SpecFileError::Format {
-                path: name.to_string(),
-                line: i + 1,
-                what,
-            };
-            let v: f64 = line
-                .parse()
-                .map_err(|_| bad(format!("expected a number, found {line:?}")))?;
+            let bad = |what: String| SpecFileError::Format { path: name.to_string(), line: i + 1, what };
+            let v: f64 = line.parse().map_err(|_| bad(format!("expected a number, found {line:?}")))?;
             if !(v.is_finite() && v >= 0.0) {
                 return Err(bad(format!("values must be finite and >= 0, found {v}")));
             }
             values.push(v);
         }
         if values.is_empty() {
-            return Err(SpecFileError::Format {
-                path: name.to_string(),
-                line: 0,
-                what: "no values".into(),
-            });
+            return Err(SpecFileError::Format { path: name.to_string(), line: 0, what: "no values".into() });
         }
         Ok(values)
     }
@@ -278,11 +252,7 @@ fn lognormal_clamped_mean(median: f64, sigma: f64, max: Option<f64>) -> f64 {
 /// `E[min(X, max)] = scale + integral from scale to max of (scale / x)^shape dx`.
 fn pareto_clamped_mean(scale: f64, shape: f64, max: Option<f64>) -> f64 {
     let Some(m) = max else {
-        return if shape > 1.0 {
-            shape * scale / (shape - 1.0)
-        } else {
-            f64::INFINITY
-        };
+        return if shape > 1.0 { shape * scale / (shape - 1.0) } else { f64::INFINITY };
     };
     if m <= scale {
         return m;
@@ -311,8 +281,7 @@ fn erfc(x: f64) -> f64 {
                 + t * (0.096_784_18
                     + t * (-0.186_288_06
                         + t * (0.278_868_07
-                            + t * (-1.135_203_98
-                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
+                            + t * (-1.135_203_98 + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
     let r = t * poly.exp();
     if x >= 0.0 { r } else { 2.0 - r }
 }
@@ -339,166 +308,50 @@ mod tests {
         d.check().unwrap();
         let want = d.mean();
         let got = sample_mean(&d, 400_000, lo, hi);
-        assert!(
-            ((got - want) / want).abs() < rel_tol,
-            "{d:?}: sample mean {got}, mean() {want}"
-        );
+        assert!(((got - want) / want).abs() < rel_tol, "{d:?}: sample mean {got}, mean() {want}");
     }
 
     #[test]
     fn lognormal_mean_matches_samples() {
-        assert_mean(
-            Dist::LogNormal {
-                median: 1000.0,
-                sigma: 1.0,
-                max: None,
-            },
-            0.0,
-            f64::MAX,
-            0.01,
-        );
+        assert_mean(Dist::LogNormal { median: 1000.0, sigma: 1.0, max: None }, 0.0, f64::MAX, 0.01);
         // Clamped hard: about 16 % of draws hit the cap, so a wrong truncation term shows.
-        assert_mean(
-            Dist::LogNormal {
-                median: 1000.0,
-                sigma: 1.0,
-                max: Some(2700.0),
-            },
-            0.0,
-            2700.0,
-            0.005,
-        );
+        assert_mean(Dist::LogNormal { median: 1000.0, sigma: 1.0, max: Some(2700.0) }, 0.0, 2700.0, 0.005);
         // The bus workload's shape: heavy tail, cap far out.
-        assert_mean(
-            Dist::LogNormal {
-                median: 2000.0,
-                sigma: 1.8,
-                max: Some(2e6),
-            },
-            0.0,
-            2e6,
-            0.03,
-        );
+        assert_mean(Dist::LogNormal { median: 2000.0, sigma: 1.8, max: Some(2e6) }, 0.0, 2e6, 0.03);
     }
 
     #[test]
     fn lognormal_clamped_mean_is_below_unclamped() {
-        let full = Dist::LogNormal {
-            median: 1000.0,
-            sigma: 1.0,
-            max: None,
-        }
-        .mean();
+        let full = Dist::LogNormal { median: 1000.0, sigma: 1.0, max: None }.mean();
         assert!((full - 1000.0 * 0.5f64.exp()).abs() < 1e-9);
-        let cut = Dist::LogNormal {
-            median: 1000.0,
-            sigma: 1.0,
-            max: Some(2700.0),
-        }
-        .mean();
+        let cut = Dist::LogNormal { median: 1000.0, sigma: 1.0, max: Some(2700.0) }.mean();
         assert!(cut < full * 0.95, "{cut} vs {full}");
-        assert_eq!(
-            Dist::LogNormal {
-                median: 5.0,
-                sigma: 0.0,
-                max: Some(3.0)
-            }
-            .mean(),
-            3.0
-        );
+        assert_eq!(Dist::LogNormal { median: 5.0, sigma: 0.0, max: Some(3.0) }.mean(), 3.0);
     }
 
     #[test]
     fn pareto_mean_matches_samples() {
-        assert_mean(
-            Dist::Pareto {
-                scale: 100.0,
-                shape: 3.0,
-                max: None,
-            },
-            100.0,
-            f64::MAX,
-            0.01,
-        );
-        assert_mean(
-            Dist::Pareto {
-                scale: 100.0,
-                shape: 1.2,
-                max: Some(10_000.0),
-            },
-            100.0,
-            10_000.0,
-            0.01,
-        );
-        assert_mean(
-            Dist::Pareto {
-                scale: 100.0,
-                shape: 1.0,
-                max: Some(10_000.0),
-            },
-            100.0,
-            10_000.0,
-            0.01,
-        );
-        assert_mean(
-            Dist::Pareto {
-                scale: 100.0,
-                shape: 0.8,
-                max: Some(5_000.0),
-            },
-            100.0,
-            5_000.0,
-            0.01,
-        );
-        assert_eq!(
-            Dist::Pareto {
-                scale: 1.0,
-                shape: 1.0,
-                max: None
-            }
-            .mean(),
-            f64::INFINITY
-        );
+        assert_mean(Dist::Pareto { scale: 100.0, shape: 3.0, max: None }, 100.0, f64::MAX, 0.01);
+        assert_mean(Dist::Pareto { scale: 100.0, shape: 1.2, max: Some(10_000.0) }, 100.0, 10_000.0, 0.01);
+        assert_mean(Dist::Pareto { scale: 100.0, shape: 1.0, max: Some(10_000.0) }, 100.0, 10_000.0, 0.01);
+        assert_mean(Dist::Pareto { scale: 100.0, shape: 0.8, max: Some(5_000.0) }, 100.0, 5_000.0, 0.01);
+        assert_eq!(Dist::Pareto { scale: 1.0, shape: 1.0, max: None }.mean(), f64::INFINITY);
     }
 
     #[test]
     fn simple_kinds_mean_matches_samples() {
         assert_mean(Dist::Fixed { value: 42.0 }, 42.0, 42.0, 1e-12);
         assert_mean(Dist::Exponential { mean: 0.6 }, 0.0, f64::MAX, 0.01);
-        assert_mean(
-            Dist::Uniform {
-                min: 2.0,
-                max: 10.0,
-            },
-            2.0,
-            10.0,
-            0.005,
-        );
+        assert_mean(Dist::Uniform { min: 2.0, max: 10.0 }, 2.0, 10.0, 0.005);
         let values: Arc<[f64]> = vec![1.0, 2.0, 3.0, 100.0].into();
-        assert_mean(
-            Dist::Empirical {
-                file: "x".into(),
-                values,
-            },
-            1.0,
-            100.0,
-            0.01,
-        );
+        assert_mean(Dist::Empirical { file: "x".into(), values }, 1.0, 100.0, 0.01);
     }
 
     #[test]
     fn erfc_is_accurate() {
         // Reference values: erfc(0) = 1, erfc(1) = 0.157299207050285, erfc(-2) = 1.995322265018953.
-        for (x, want) in [
-            (0.0, 1.0),
-            (1.0, 0.157_299_207_050_285),
-            (-2.0, 1.995_322_265_018_953),
-        ] {
-            assert!(
-                ((erfc(x) - want) / want).abs() < 2e-7,
-                "erfc({x}) = {}",
-                erfc(x)
-            );
+        for (x, want) in [(0.0, 1.0), (1.0, 0.157_299_207_050_285), (-2.0, 1.995_322_265_018_953)] {
+            assert!(((erfc(x) - want) / want).abs() < 2e-7, "erfc({x}) = {}", erfc(x));
         }
         assert!((normal_cdf(1.959_963_985) - 0.975).abs() < 1e-7);
     }
@@ -506,70 +359,17 @@ mod tests {
     #[test]
     fn check_rejects_bad_parameters() {
         let bad = [
-            (
-                Dist::LogNormal {
-                    median: 0.0,
-                    sigma: 1.0,
-                    max: None,
-                },
-                "median",
-            ),
-            (
-                Dist::LogNormal {
-                    median: 1.0,
-                    sigma: f64::NAN,
-                    max: None,
-                },
-                "sigma",
-            ),
-            (
-                Dist::LogNormal {
-                    median: 1.0,
-                    sigma: 1.0,
-                    max: Some(-1.0),
-                },
-                "max",
-            ),
-            (
-                Dist::Pareto {
-                    scale: 1.0,
-                    shape: 0.0,
-                    max: Some(2.0),
-                },
-                "shape",
-            ),
-            (
-                Dist::Pareto {
-                    scale: 1.0,
-                    shape: 1.0,
-                    max: None,
-                },
-                "max",
-            ),
-            (
-                Dist::Pareto {
-                    scale: 10.0,
-                    shape: 2.0,
-                    max: Some(5.0),
-                },
-                "max",
-            ),
+            (Dist::LogNormal { median: 0.0, sigma: 1.0, max: None }, "median"),
+            (Dist::LogNormal { median: 1.0, sigma: f64::NAN, max: None }, "sigma"),
+            (Dist::LogNormal { median: 1.0, sigma: 1.0, max: Some(-1.0) }, "max"),
+            (Dist::Pareto { scale: 1.0, shape: 0.0, max: Some(2.0) }, "shape"),
+            (Dist::Pareto { scale: 1.0, shape: 1.0, max: None }, "max"),
+            (Dist::Pareto { scale: 10.0, shape: 2.0, max: Some(5.0) }, "max"),
             (Dist::Fixed { value: -1.0 }, "value"),
             (Dist::Exponential { mean: 0.0 }, "mean"),
-            (
-                Dist::Exponential {
-                    mean: f64::INFINITY,
-                },
-                "mean",
-            ),
+            (Dist::Exponential { mean: f64::INFINITY }, "mean"),
             (Dist::Uniform { min: 3.0, max: 2.0 }, "max"),
-            (
-                Dist::Empirical {
-                    file: "x".into(),
-                    values: Vec::new().into(),
-                },
-                "file",
-            ),
+            (Dist::Empirical { file: "x".into(), values: Vec::new().into() }, "file"),
         ];
         for (d, param) in bad {
             assert_eq!(d.check().unwrap_err().param, param, "{d:?}");
@@ -578,13 +378,8 @@ mod tests {
 
     #[test]
     fn empirical_file_parses_and_reports_bad_lines() {
-        assert_eq!(
-            Dist::parse_empirical("e", "# sizes\n1\n\n2.5\n").unwrap(),
-            vec![1.0, 2.5]
-        );
-        let e = Dist::parse_empirical("e", "1\nx\n")
-            .unwrap_err()
-            .to_string();
+        assert_eq!(Dist::parse_empirical("e", "# sizes\n1\n\n2.5\n").unwrap(), vec![1.0, 2.5]);
+        let e = Dist::parse_empirical("e", "1\nx\n").unwrap_err().to_string();
         assert!(e.contains("e:2"), "{e}");
         assert!(Dist::parse_empirical("e", "-1\n").is_err());
         assert!(Dist::parse_empirical("e", "\n# nothing\n").is_err());
@@ -593,22 +388,10 @@ mod tests {
     #[test]
     fn unchecked_distributions_never_panic() {
         let mut rng = ChaCha8Rng::seed_from_u64(1);
-        let empty = Dist::Empirical {
-            file: "x".into(),
-            values: Vec::new().into(),
-        };
+        let empty = Dist::Empirical { file: "x".into(), values: Vec::new().into() };
         assert_eq!(empty.sample(&mut rng), 0.0);
         assert_eq!(empty.mean(), 0.0);
-        let _ = Dist::Uniform {
-            min: f64::NAN,
-            max: -1.0,
-        }
-        .sample(&mut rng);
-        let _ = Dist::Pareto {
-            scale: 1.0,
-            shape: 0.0,
-            max: None,
-        }
-        .sample(&mut rng);
+        let _ = Dist::Uniform { min: f64::NAN, max: -1.0 }.sample(&mut rng);
+        let _ = Dist::Pareto { scale: 1.0, shape: 0.0, max: None }.sample(&mut rng);
     }
 }

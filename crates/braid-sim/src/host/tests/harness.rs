@@ -68,12 +68,7 @@ pub(crate) struct Pipe {
 impl Pipe {
     /// 20 ms one way, 10 Mbit/s, no loss.
     pub(crate) fn lan() -> Pipe {
-        Pipe {
-            delay: Duration::from_millis(20),
-            rate_bps: Some(10_000_000),
-            loss: 0.0,
-            seed: 1,
-        }
+        Pipe { delay: Duration::from_millis(20), rate_bps: Some(10_000_000), loss: 0.0, seed: 1 }
     }
 }
 
@@ -170,38 +165,25 @@ impl Net {
         };
         let port = port_of(flow);
         self.web.listen(flow, port, web_t).expect("listen");
-        self.rider
-            .connect(self.now, flow, SocketAddrV4::new(WEB, port), rider_t)
-            .expect("connect");
+        self.rider.connect(self.now, flow, SocketAddrV4::new(WEB, port), rider_t).expect("connect");
         self.started.insert(flow, self.now);
     }
 
     /// Advance to the next instant something happens, if it is not after `end`.
     pub(crate) fn step(&mut self, end: Instant) -> bool {
-        let next = [
-            self.in_flight.keys().next().map(|k| k.0),
-            self.rider.poll_at(self.now),
-            self.web.poll_at(self.now),
-        ]
-        .into_iter()
-        .flatten()
-        .min();
+        let next =
+            [self.in_flight.keys().next().map(|k| k.0), self.rider.poll_at(self.now), self.web.poll_at(self.now)]
+                .into_iter()
+                .flatten()
+                .min();
         let Some(next) = next else { return false };
         if next > end {
             return false;
         }
-        assert!(
-            next >= self.now,
-            "time went backwards: {next:?} < {:?}",
-            self.now
-        );
+        assert!(next >= self.now, "time went backwards: {next:?} < {:?}", self.now);
         if next == self.now {
             self.same_instant_steps += 1;
-            assert!(
-                self.same_instant_steps < 20,
-                "event loop spins at {:?}",
-                self.now
-            );
+            assert!(self.same_instant_steps < 20, "event loop spins at {:?}", self.now);
         } else {
             self.same_instant_steps = 0;
         }
@@ -267,13 +249,9 @@ impl Net {
             depart += Duration::from_nanos(packet.len() as u64 * 8 * 1_000_000_000 / rate);
             self.busy_until[from.index()] = depart;
         }
-        let extra = self
-            .extra_delay
-            .as_mut()
-            .map_or(Duration::ZERO, |f| f(from, index, &packet));
+        let extra = self.extra_delay.as_mut().map_or(Duration::ZERO, |f| f(from, index, &packet));
         let arrive = depart + self.pipe.delay + extra;
-        self.in_flight
-            .insert((arrive, self.seq), (from.other(), packet));
+        self.in_flight.insert((arrive, self.seq), (from.other(), packet));
         self.seq += 1;
     }
 
@@ -291,9 +269,7 @@ impl Net {
 
     /// Run until every started flow has an outcome, or `end`.
     pub(crate) fn run_flows(&mut self, end: Instant) -> bool {
-        self.run_until(end, |net| {
-            net.started.keys().all(|f| net.outcome(*f).is_some())
-        })
+        self.run_until(end, |net| net.started.keys().all(|f| net.outcome(*f).is_some()))
     }
 
     /// Run until both hosts have nothing left to do (or `end`).
@@ -316,11 +292,7 @@ impl Net {
 
     /// Every failure reported, for assertion messages.
     pub(crate) fn failures(&self) -> Vec<(Side, FlowEvent)> {
-        self.events
-            .iter()
-            .filter(|(_, e)| matches!(e, FlowEvent::Failed { .. }))
-            .copied()
-            .collect()
+        self.events.iter().filter(|(_, e)| matches!(e, FlowEvent::Failed { .. })).copied().collect()
     }
 }
 

@@ -39,10 +39,7 @@ fn down_1mb_completes_byte_exact() {
     assert!(net.failures().is_empty(), "{:?}", net.failures());
     // 1 MB at 10 Mbit/s is 0.8 s on the wire (more with headers), plus handshake and slow start.
     let fct = net.fct(FlowId(1)).unwrap();
-    assert!(
-        fct > Duration::from_millis(900) && fct < Duration::from_secs(3),
-        "{fct:?}"
-    );
+    assert!(fct > Duration::from_millis(900) && fct < Duration::from_secs(3), "{fct:?}");
     // Both sides close and drop their sockets; nothing is left to poll for.
     net.run_idle(secs(120.0));
     assert_eq!((net.rider.socket_count(), net.web.socket_count()), (0, 0));
@@ -69,12 +66,7 @@ fn small_flows_take_exactly_the_handshake_and_one_trip() {
     let mut net = Net::with_pipe(pipe);
     net.start(FlowId(1), Dir::Down, Some(1000));
     assert!(net.run_flows(secs(10.0)));
-    let at = |side, f: fn(&FlowEvent) -> bool| {
-        net.events
-            .iter()
-            .find(|(s, e)| *s == side && f(e))
-            .map(|(_, e)| e.at())
-    };
+    let at = |side, f: fn(&FlowEvent) -> bool| net.events.iter().find(|(s, e)| *s == side && f(e)).map(|(_, e)| e.at());
     let established = |e: &FlowEvent| matches!(e, FlowEvent::Established { .. });
     assert_eq!(at(Side::Rider, established), Some(Instant::from_millis(40)));
     assert_eq!(at(Side::Web, established), Some(Instant::from_millis(60)));
@@ -99,13 +91,7 @@ fn timers_fire_exactly_when_due() {
     assert!(net.run_flows(secs(10.0)));
     assert_eq!(
         net.events[0],
-        (
-            Side::Rider,
-            FlowEvent::Established {
-                flow: FlowId(1),
-                at: Instant::from_millis(1040)
-            }
-        )
+        (Side::Rider, FlowEvent::Established { flow: FlowId(1), at: Instant::from_millis(1040) })
     );
     assert_eq!(net.fct(FlowId(1)), Some(Duration::from_millis(1080)));
 }
@@ -143,12 +129,7 @@ fn fcts_with_loss(loss: f64, seed: u64, congestion: Congestion) -> Vec<Duration>
         net.start(FlowId(i), dir, Some(100_000));
     }
     assert!(net.run_flows(secs(600.0)), "flows did not finish");
-    (0..6)
-        .map(|i| {
-            net.fct(FlowId(i))
-                .unwrap_or_else(|| panic!("flow {i}: {:?}", net.outcome(FlowId(i))))
-        })
-        .collect()
+    (0..6).map(|i| net.fct(FlowId(i)).unwrap_or_else(|| panic!("flow {i}: {:?}", net.outcome(FlowId(i))))).collect()
 }
 
 #[test]
@@ -156,10 +137,7 @@ fn flows_complete_under_5_percent_loss_but_slower() {
     let clean: Duration = fcts_with_loss(0.0, 3, Congestion::Cubic).iter().sum();
     for seed in [3, 4, 5] {
         let lossy: Duration = fcts_with_loss(0.05, seed, Congestion::Cubic).iter().sum();
-        assert!(
-            lossy > clean,
-            "seed {seed}: lossy {lossy:?} <= clean {clean:?}"
-        );
+        assert!(lossy > clean, "seed {seed}: lossy {lossy:?} <= clean {clean:?}");
     }
 }
 
@@ -170,23 +148,13 @@ fn reno_and_cubic_both_work_and_differ() {
     // Same losses of the same packets would give the same times if the setting were ignored.
     assert_ne!(reno, cubic);
     let clean_reno = fcts_with_loss(0.0, 11, Congestion::Reno);
-    assert!(
-        clean_reno.iter().all(|t| *t < Duration::from_secs(2)),
-        "{clean_reno:?}"
-    );
+    assert!(clean_reno.iter().all(|t| *t < Duration::from_secs(2)), "{clean_reno:?}");
 }
 
 #[test]
 fn syn_to_a_closed_port_is_refused_not_hung() {
     let mut net = Net::with_pipe(Pipe::lan());
-    net.rider
-        .connect(
-            Instant::ZERO,
-            FlowId(9),
-            std::net::SocketAddrV4::new(WEB, 81),
-            Transfer::Receive(10),
-        )
-        .unwrap();
+    net.rider.connect(Instant::ZERO, FlowId(9), std::net::SocketAddrV4::new(WEB, 81), Transfer::Receive(10)).unwrap();
     net.started.insert(FlowId(9), Instant::ZERO);
     assert!(net.run_flows(secs(5.0)));
     let Some(Err((Side::Rider, at, FailReason::Refused))) = net.outcome(FlowId(9)) else {
@@ -210,28 +178,20 @@ fn a_silent_path_fails_after_the_idle_timeout() {
     assert!(net.run_flows(secs(300.0)));
     let failed: Vec<_> = net.failures();
     assert!(
-        failed.iter().any(|(s, e)| *s == Side::Rider
-            && matches!(
-                e,
-                FlowEvent::Failed {
-                    reason: FailReason::Timeout,
-                    ..
-                }
-            )),
+        failed
+            .iter()
+            .any(|(s, e)| *s == Side::Rider && matches!(e, FlowEvent::Failed { reason: FailReason::Timeout, .. })),
         "{failed:?}"
     );
     let at = net.outcome(FlowId(1)).unwrap().unwrap_err().1;
     assert!(at >= secs(60.0) && at < secs(61.0), "{at:?}");
     // The sender gives up too (its data is never acknowledged), and memory is released.
     net.run_idle(secs(400.0));
-    assert!(net.events.iter().any(|(s, e)| *s == Side::Web
-        && matches!(
-            e,
-            FlowEvent::Failed {
-                reason: FailReason::Timeout,
-                ..
-            }
-        )));
+    assert!(
+        net.events
+            .iter()
+            .any(|(s, e)| *s == Side::Web && matches!(e, FlowEvent::Failed { reason: FailReason::Timeout, .. }))
+    );
     assert_eq!((net.rider.socket_count(), net.web.socket_count()), (0, 0));
 }
 
@@ -272,24 +232,16 @@ fn a_corrupted_byte_is_caught() {
     net.start(FlowId(3), Dir::Down, Some(50_000));
     assert!(net.run_flows(secs(30.0)));
     assert!(
-        matches!(
-            net.outcome(FlowId(3)),
-            Some(Err((Side::Rider, _, FailReason::Corrupt { offset: 2 })))
-        ),
+        matches!(net.outcome(FlowId(3)), Some(Err((Side::Rider, _, FailReason::Corrupt { offset: 2 })))),
         "{:?}",
         net.events
     );
     // The rider's abort resets the web side's connection.
     net.run_idle(secs(100.0));
     assert!(
-        net.events.iter().any(|(s, e)| *s == Side::Web
-            && matches!(
-                e,
-                FlowEvent::Failed {
-                    reason: FailReason::Reset,
-                    ..
-                }
-            )),
+        net.events
+            .iter()
+            .any(|(s, e)| *s == Side::Web && matches!(e, FlowEvent::Failed { reason: FailReason::Reset, .. })),
         "{:?}",
         net.events
     );
@@ -299,9 +251,7 @@ fn a_corrupted_byte_is_caught() {
 #[test]
 fn a_short_transfer_is_truncated_not_completed() {
     let mut net = Net::with_pipe(Pipe::lan());
-    net.web
-        .listen(FlowId(4), port_of(FlowId(4)), Transfer::Send(1000))
-        .unwrap();
+    net.web.listen(FlowId(4), port_of(FlowId(4)), Transfer::Send(1000)).unwrap();
     net.rider
         .connect(
             Instant::ZERO,
@@ -312,14 +262,7 @@ fn a_short_transfer_is_truncated_not_completed() {
         .unwrap();
     net.started.insert(FlowId(4), Instant::ZERO);
     assert!(net.run_flows(secs(10.0)));
-    assert!(matches!(
-        net.outcome(FlowId(4)),
-        Some(Err((
-            Side::Rider,
-            _,
-            FailReason::Truncated { received: 1000 }
-        )))
-    ));
+    assert!(matches!(net.outcome(FlowId(4)), Some(Err((Side::Rider, _, FailReason::Truncated { received: 1000 })))));
 }
 
 #[test]
@@ -329,21 +272,17 @@ fn chosen_drops_and_reordering_are_recovered() {
     net.drop = Some(Box::new(|side, index, _| {
         (side == Side::Rider && index == 0) || (side == Side::Web && (index == 8 || index == 9))
     }));
-    net.extra_delay = Some(Box::new(|side, index, _| {
-        if side == Side::Web && index == 15 {
-            Duration::from_millis(30)
-        } else {
-            Duration::ZERO
-        }
-    }));
+    net.extra_delay =
+        Some(Box::new(
+            |side, index, _| {
+                if side == Side::Web && index == 15 { Duration::from_millis(30) } else { Duration::ZERO }
+            },
+        ));
     net.start(FlowId(1), Dir::Down, Some(300_000));
     assert!(net.run_flows(secs(60.0)));
     assert_eq!(completed_bytes(&net, FlowId(1), Side::Rider), 300_000);
     let fct = net.fct(FlowId(1)).unwrap();
-    assert!(
-        fct > Duration::from_secs(1),
-        "the SYN's retransmission takes 1 s: {fct:?}"
-    );
+    assert!(fct > Duration::from_secs(1), "the SYN's retransmission takes 1 s: {fct:?}");
 }
 
 #[test]
@@ -355,15 +294,8 @@ fn bulk_flows_run_at_the_bottleneck_rate() {
     net.run_until(secs(25.0), |_| false);
     let goodput_bps = (net.rider.bytes_received(FlowId(1)) - at5) as f64 * 8.0 / 20.0;
     // 1460 bytes of payload per 1500-byte packet: 97.3 % of 10 Mbit/s at best.
-    assert!(
-        goodput_bps > 9.0e6 && goodput_bps <= 9.74e6,
-        "{goodput_bps}"
-    );
-    assert!(
-        net.events
-            .iter()
-            .all(|(_, e)| matches!(e, FlowEvent::Established { .. }))
-    );
+    assert!(goodput_bps > 9.0e6 && goodput_bps <= 9.74e6, "{goodput_bps}");
+    assert!(net.events.iter().all(|(_, e)| matches!(e, FlowEvent::Established { .. })));
     assert_eq!((net.rider.active_flows(), net.web.active_flows()), (1, 1));
     assert_eq!(net.web.bytes_received(FlowId(1)), 0);
 }
@@ -376,23 +308,12 @@ fn two_thousand_sequential_flows_leave_no_sockets_behind() {
     for i in 0..2000u64 {
         let dir = if i % 2 == 0 { Dir::Down } else { Dir::Up };
         net.start(FlowId(i), dir, Some(2_000 + i % 7 * 500));
-        assert!(
-            net.run_until(secs(10_000.0), |n| n.outcome(FlowId(i)).is_some()),
-            "flow {i} did not finish"
-        );
-        assert!(
-            matches!(net.outcome(FlowId(i)), Some(Ok(_))),
-            "{:?}",
-            net.failures()
-        );
+        assert!(net.run_until(secs(10_000.0), |n| n.outcome(FlowId(i)).is_some()), "flow {i} did not finish");
+        assert!(matches!(net.outcome(FlowId(i)), Some(Ok(_))), "{:?}", net.failures());
         // Only this flow is running; at most the previous one is still closing.
         assert!(net.rider.active_flows() <= 1 && net.web.active_flows() <= 1);
     }
-    assert!(
-        net.peak_sockets[0] <= 2 && net.peak_sockets[1] <= 2,
-        "{:?}",
-        net.peak_sockets
-    );
+    assert!(net.peak_sockets[0] <= 2 && net.peak_sockets[1] <= 2, "{:?}", net.peak_sockets);
     net.run_idle(secs(20_000.0));
     assert_eq!((net.rider.socket_count(), net.web.socket_count()), (0, 0));
     assert_eq!((net.rider.active_flows(), net.web.active_flows()), (0, 0));
@@ -433,18 +354,9 @@ fn api_errors() {
     assert_eq!(host.poll_at(Instant::ZERO), None);
     let remote = std::net::SocketAddrV4::new(WEB, 80);
     host.listen(FlowId(1), 80, Transfer::Send(1)).unwrap();
-    assert_eq!(
-        host.listen(FlowId(1), 81, Transfer::Send(1)),
-        Err(HostError::DuplicateFlow(FlowId(1)))
-    );
-    assert_eq!(
-        host.listen(FlowId(2), 80, Transfer::Send(1)),
-        Err(HostError::PortInUse(80))
-    );
-    assert_eq!(
-        host.listen(FlowId(2), 0, Transfer::Send(1)),
-        Err(HostError::ZeroPort)
-    );
+    assert_eq!(host.listen(FlowId(1), 81, Transfer::Send(1)), Err(HostError::DuplicateFlow(FlowId(1))));
+    assert_eq!(host.listen(FlowId(2), 80, Transfer::Send(1)), Err(HostError::PortInUse(80)));
+    assert_eq!(host.listen(FlowId(2), 0, Transfer::Send(1)), Err(HostError::ZeroPort));
     assert_eq!(
         host.connect(Instant::ZERO, FlowId(1), remote, Transfer::Receive(1)),
         Err(HostError::DuplicateFlow(FlowId(1)))
@@ -498,14 +410,7 @@ fn busy_host() -> TcpHost {
 fn a_syn() -> Vec<u8> {
     let (r, _) = configs(1);
     let mut rider = TcpHost::new(r);
-    rider
-        .connect(
-            Instant::ZERO,
-            FlowId(2),
-            std::net::SocketAddrV4::new(WEB, 4000),
-            Transfer::Send(100),
-        )
-        .unwrap();
+    rider.connect(Instant::ZERO, FlowId(2), std::net::SocketAddrV4::new(WEB, 4000), Transfer::Send(100)).unwrap();
     rider.poll(Instant::ZERO);
     rider.poll_transmit().unwrap()
 }

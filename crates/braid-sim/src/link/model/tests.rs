@@ -21,10 +21,7 @@ fn constant(kbps: f64) -> LinkDirSpec {
 }
 
 fn traced(text: &str) -> LinkDirSpec {
-    LinkDirSpec {
-        rate: RateSpec::Trace(Arc::new(Trace::parse("t", text).unwrap())),
-        ..constant(0.0)
-    }
+    LinkDirSpec { rate: RateSpec::Trace(Arc::new(Trace::parse("t", text).unwrap())), ..constant(0.0) }
 }
 
 fn schedule(csv: &str) -> Option<Arc<Schedule>> {
@@ -70,11 +67,7 @@ impl Outcome {
 /// Drives `link` as the simulator will: at each step, the earlier of the next arrival and the
 /// link's timeout; reports are drained before same-time arrivals are offered. Checks on the way
 /// that nothing is reported early and that the queue limit holds.
-fn drive(
-    link: &mut LinkModel<usize>,
-    arrivals: &[(Instant, usize)],
-    queue_bytes: usize,
-) -> Outcome {
+fn drive(link: &mut LinkModel<usize>, arrivals: &[(Instant, usize)], queue_bytes: usize) -> Outcome {
     let mut out = Outcome::default();
     let mut next = 0;
     loop {
@@ -84,11 +77,7 @@ fn drive(
             (a, b) => a.or(b).unwrap(),
         };
         while let Some(report) = link.poll_deliver(t) {
-            assert!(
-                report.at() <= t,
-                "reported {:?} before it happened (now {t})",
-                report.at()
-            );
+            assert!(report.at() <= t, "reported {:?} before it happened (now {t})", report.at());
             out.reports.push(report);
         }
         while let Some(&(at, size)) = arrivals.get(next)
@@ -104,11 +93,7 @@ fn drive(
     out
 }
 
-fn run(
-    spec: &LinkDirSpec,
-    seed: u64,
-    arrivals: &[(Instant, usize)],
-) -> (Outcome, LinkModel<usize>) {
+fn run(spec: &LinkDirSpec, seed: u64, arrivals: &[(Instant, usize)]) -> (Outcome, LinkModel<usize>) {
     let mut link = LinkModel::new(spec, seed);
     let out = drive(&mut link, arrivals, spec.queue_bytes);
     (out, link)
@@ -121,15 +106,9 @@ fn times(v: &[(usize, Instant)]) -> Vec<u64> {
 #[test]
 fn constant_rate_spaces_back_to_back_packets_and_adds_delay() {
     // 1500 B at 1000 kbit/s = 12 ms each; 20 ms of propagation.
-    let spec = LinkDirSpec {
-        delay: Duration::from_millis(20),
-        ..constant(1000.0)
-    };
+    let spec = LinkDirSpec { delay: Duration::from_millis(20), ..constant(1000.0) };
     let (out, link) = run(&spec, 1, &[(ms(0), 1500); 5]);
-    assert_eq!(
-        times(&out.delivered()),
-        [32_000, 44_000, 56_000, 68_000, 80_000]
-    );
+    assert_eq!(times(&out.delivered()), [32_000, 44_000, 56_000, 68_000, 80_000]);
     assert_eq!(link.stats().delivered_bytes, 7500);
     assert_eq!(link.stats().busy, Duration::from_millis(60));
 }
@@ -138,43 +117,22 @@ fn constant_rate_spaces_back_to_back_packets_and_adds_delay() {
 fn fractional_serialisation_times_do_not_drift() {
     // 1 byte at 3 kbit/s = 2666.67 µs: rounded up per packet, but timed from the run's start.
     let (out, _) = run(&constant(3.0), 1, &[(ms(0), 1); 6]);
-    assert_eq!(
-        times(&out.delivered()),
-        [2667, 5334, 8000, 10_667, 13_334, 16_000]
-    );
+    assert_eq!(times(&out.delivered()), [2667, 5334, 8000, 10_667, 13_334, 16_000]);
 }
 
 #[test]
 fn idle_link_starts_service_at_arrival() {
-    let (out, _) = run(
-        &constant(1000.0),
-        1,
-        &[
-            (ms(0), 1500),
-            (ms(100), 1500),
-            (Instant::from_micros(112_001), 1500),
-        ],
-    );
+    let (out, _) = run(&constant(1000.0), 1, &[(ms(0), 1500), (ms(100), 1500), (Instant::from_micros(112_001), 1500)]);
     assert_eq!(times(&out.delivered()), [12_000, 112_000, 124_001]);
 }
 
 #[test]
 fn drop_tail_drops_exactly_the_excess() {
     // 1000 B at 1000 kbit/s = 8 ms. One in service + 3000 B waiting: 4 of 10 accepted.
-    let spec = LinkDirSpec {
-        queue_bytes: 3000,
-        ..constant(1000.0)
-    };
+    let spec = LinkDirSpec { queue_bytes: 3000, ..constant(1000.0) };
     let mut link = LinkModel::new(&spec, 1);
-    let accepted: Vec<bool> = (0..10)
-        .map(|i| link.enqueue(ms(0), 1000, i) == Enqueue::Queued)
-        .collect();
-    assert_eq!(
-        accepted,
-        [
-            true, true, true, true, false, false, false, false, false, false
-        ]
-    );
+    let accepted: Vec<bool> = (0..10).map(|i| link.enqueue(ms(0), 1000, i) == Enqueue::Queued).collect();
+    assert_eq!(accepted, [true, true, true, true, false, false, false, false, false, false]);
     assert_eq!(link.stats().queue_drops, 6);
     assert_eq!(link.queued_bytes(ms(0)), 3000);
     // Packet 0 leaves at 8 ms and packet 1 enters service: room for exactly one more.
@@ -184,13 +142,7 @@ fn drop_tail_drops_exactly_the_excess() {
     assert_eq!(link.packets_in_link(), 5);
 
     // The packet in service never counts: an idle link takes a packet larger than the queue.
-    let mut link = LinkModel::new(
-        &LinkDirSpec {
-            queue_bytes: 0,
-            ..constant(1000.0)
-        },
-        1,
-    );
+    let mut link = LinkModel::new(&LinkDirSpec { queue_bytes: 0, ..constant(1000.0) }, 1);
     assert_eq!(link.enqueue(ms(0), 9000, 0), Enqueue::Queued);
     assert_eq!(link.enqueue(ms(0), 1, 1), Enqueue::Dropped(1));
 }
@@ -198,18 +150,8 @@ fn drop_tail_drops_exactly_the_excess() {
 #[test]
 fn trace_opportunities_carry_packets_and_repeat() {
     // Opportunities at 2, 2, 5 and 10 ms; period 10 ms. 1 ms of propagation.
-    let spec = LinkDirSpec {
-        delay: Duration::from_millis(1),
-        ..traced("2\n2\n5\n10\n")
-    };
-    let arrivals = [
-        (ms(0), 1000),
-        (ms(0), 1000),
-        (ms(0), 3000),
-        (ms(11), 100),
-        (ms(25), 1500),
-        (ms(31), 1500),
-    ];
+    let spec = LinkDirSpec { delay: Duration::from_millis(1), ..traced("2\n2\n5\n10\n") };
+    let arrivals = [(ms(0), 1000), (ms(0), 1000), (ms(0), 3000), (ms(11), 100), (ms(25), 1500), (ms(31), 1500)];
     let mut link = LinkModel::new(&spec, 1);
     for (id, &(t, size)) in arrivals[..3].iter().enumerate() {
         assert_eq!(link.enqueue(t, size, id), Enqueue::Queued);
@@ -221,10 +163,7 @@ fn trace_opportunities_carry_packets_and_repeat() {
     // second, 5 ms and 10 ms. D arrives after 10 ms, so that opportunity's leftover is lost and it
     // rides the repeat's first one (12 ms). E arrives exactly at 25 ms and takes it; F misses
     // 30 ms and takes 32 ms.
-    assert_eq!(
-        times(&out.delivered()),
-        [3000, 3000, 11_000, 13_000, 26_000, 33_000]
-    );
+    assert_eq!(times(&out.delivered()), [3000, 3000, 11_000, 13_000, 26_000, 33_000]);
 }
 
 #[test]
@@ -269,10 +208,7 @@ fn paced(n: usize) -> Vec<(Instant, usize)> {
 
 fn lost_flags(spec: &LinkDirSpec, seed: u64, n: usize) -> Vec<bool> {
     let (out, link) = run(spec, seed, &paced(n));
-    assert_eq!(
-        link.stats().delivered_packets + link.stats().random_losses,
-        n as u64
-    );
+    assert_eq!(link.stats().delivered_packets + link.stats().random_losses, n as u64);
     let mut lost = vec![false; n];
     for (id, _, _) in out.lost() {
         lost[id] = true;
@@ -283,41 +219,19 @@ fn lost_flags(spec: &LinkDirSpec, seed: u64, n: usize) -> Vec<bool> {
 #[test]
 fn bernoulli_loss_rate_is_within_binomial_interval() {
     let n = 200_000;
-    let spec = LinkDirSpec {
-        loss: LossSpec::Bernoulli { p: 0.05 },
-        ..constant(12_000.0)
-    };
+    let spec = LinkDirSpec { loss: LossSpec::Bernoulli { p: 0.05 }, ..constant(12_000.0) };
     let rate = lost_flags(&spec, 11, n).iter().filter(|&&l| l).count() as f64 / n as f64;
     let (lo, hi) = binomial_95(0.05, n);
-    assert!(
-        lo <= rate && rate <= hi,
-        "measured {rate}, 95% interval [{lo}, {hi}]"
-    );
+    assert!(lo <= rate && rate <= hi, "measured {rate}, 95% interval [{lo}, {hi}]");
 }
 
 #[test]
 fn gilbert_elliott_mean_and_bursts() {
     let n = 400_000;
-    let loss = LossSpec::Gilbert {
-        p_gb: 0.01,
-        p_bg: 0.25,
-        loss_good: 0.0,
-        loss_bad: 1.0,
-    };
-    let lost = lost_flags(
-        &LinkDirSpec {
-            loss,
-            ..constant(12_000.0)
-        },
-        5,
-        n,
-    );
+    let loss = LossSpec::Gilbert { p_gb: 0.01, p_bg: 0.25, loss_good: 0.0, loss_bad: 1.0 };
+    let lost = lost_flags(&LinkDirSpec { loss, ..constant(12_000.0) }, 5, n);
     let rate = lost.iter().filter(|&&l| l).count() as f64 / n as f64;
-    assert!(
-        (rate - loss.mean_loss()).abs() < 0.1 * loss.mean_loss(),
-        "{rate} vs {}",
-        loss.mean_loss()
-    );
+    assert!((rate - loss.mean_loss()).abs() < 0.1 * loss.mean_loss(), "{rate} vs {}", loss.mean_loss());
     // With loss only in "bad", a burst is one visit to "bad": mean length 1 / p_bg = 4.
     let bursts = lost.windows(2).filter(|w| w[1] && !w[0]).count() + usize::from(lost[0]);
     let mean_burst = lost.iter().filter(|&&l| l).count() as f64 / bursts as f64;
@@ -325,54 +239,23 @@ fn gilbert_elliott_mean_and_bursts() {
     // Bernoulli at the same mean has bursts of about 1 / (1 - p) = 1.04.
     assert!(mean_burst > 3.0);
 
-    let loss = LossSpec::Gilbert {
-        p_gb: 0.05,
-        p_bg: 0.5,
-        loss_good: 0.01,
-        loss_bad: 0.3,
-    };
-    let lost = lost_flags(
-        &LinkDirSpec {
-            loss,
-            ..constant(12_000.0)
-        },
-        6,
-        n,
-    );
+    let loss = LossSpec::Gilbert { p_gb: 0.05, p_bg: 0.5, loss_good: 0.01, loss_bad: 0.3 };
+    let lost = lost_flags(&LinkDirSpec { loss, ..constant(12_000.0) }, 6, n);
     let rate = lost.iter().filter(|&&l| l).count() as f64 / n as f64;
-    assert!(
-        (rate - loss.mean_loss()).abs() < 0.05 * loss.mean_loss(),
-        "{rate} vs {}",
-        loss.mean_loss()
-    );
+    assert!((rate - loss.mean_loss()).abs() < 0.05 * loss.mean_loss(), "{rate} vs {}", loss.mean_loss());
 }
 
 #[test]
 fn outages_lose_packets_leaving_inside_the_window() {
     // 1500 B at 12 Mbit/s = 1 ms. Outage [100 ms, 150 ms).
     let spec = LinkDirSpec {
-        outages: vec![Outage {
-            at: Duration::from_millis(100),
-            duration: Duration::from_millis(50),
-        }],
+        outages: vec![Outage { at: Duration::from_millis(100), duration: Duration::from_millis(50) }],
         delay: Duration::from_millis(30),
         ..constant(12_000.0)
     };
-    let arrivals = [
-        (ms(98), 1500),
-        (ms(99), 1500),
-        (ms(105), 1500),
-        (ms(149), 1500),
-        (ms(200), 1500),
-    ];
+    let arrivals = [(ms(98), 1500), (ms(99), 1500), (ms(105), 1500), (ms(149), 1500), (ms(200), 1500)];
     let (out, link) = run(&spec, 1, &arrivals);
-    assert_eq!(
-        out.lost(),
-        [
-            (1, ms(100), LossCause::Outage),
-            (2, ms(106), LossCause::Outage)
-        ]
-    );
+    assert_eq!(out.lost(), [(1, ms(100), LossCause::Outage), (2, ms(106), LossCause::Outage)]);
     assert_eq!(out.delivered(), [(0, ms(129)), (3, ms(180)), (4, ms(231))]);
     assert_eq!(link.stats().outage_losses, 2);
     assert_eq!(link.stats().random_losses, 0);
@@ -384,9 +267,7 @@ fn outages_lose_packets_leaving_inside_the_window() {
 #[test]
 fn schedule_changes_rate_delay_and_loss_at_their_seconds() {
     let spec = LinkDirSpec {
-        schedule: schedule(
-            "t_s,delay_ms,loss,rate_kbps\n0,20,,1000\n1,,,2000\n2,5,,\n3,,1,\n4,,0,\n",
-        ),
+        schedule: schedule("t_s,delay_ms,loss,rate_kbps\n0,20,,1000\n1,,,2000\n2,5,,\n3,,1,\n4,,0,\n"),
         ..constant(500.0)
     };
     let arrivals = [
@@ -400,29 +281,9 @@ fn schedule_changes_rate_delay_and_loss_at_their_seconds() {
         (ms(3997), 1500), // leaves 4003: delivered at 4008
     ];
     let (out, _) = run(&spec, 1, &arrivals);
-    let delivered: Vec<(usize, u64)> = out
-        .delivered()
-        .iter()
-        .map(|(i, t)| (*i, t.as_micros() / 1000))
-        .collect();
-    assert_eq!(
-        delivered,
-        [
-            (0, 1022),
-            (1, 1028),
-            (2, 2016),
-            (3, 2016),
-            (4, 2021),
-            (7, 4008)
-        ]
-    );
-    assert_eq!(
-        out.lost(),
-        [
-            (5, ms(3001), LossCause::Random),
-            (6, ms(3996), LossCause::Random)
-        ]
-    );
+    let delivered: Vec<(usize, u64)> = out.delivered().iter().map(|(i, t)| (*i, t.as_micros() / 1000)).collect();
+    assert_eq!(delivered, [(0, 1022), (1, 1028), (2, 2016), (3, 2016), (4, 2021), (7, 4008)]);
+    assert_eq!(out.lost(), [(5, ms(3001), LossCause::Random), (6, ms(3996), LossCause::Random)]);
 }
 
 #[test]
@@ -451,10 +312,7 @@ fn zero_rate_holds_packets_until_the_schedule_raises_it() {
     assert_eq!(link.stats().busy, Duration::from_millis(1024));
 
     // Never raised: the head and the queue stay forever, the rest is dropped.
-    let spec = LinkDirSpec {
-        queue_bytes: 1500,
-        ..constant(0.0)
-    };
+    let spec = LinkDirSpec { queue_bytes: 1500, ..constant(0.0) };
     let (out, mut link) = run(&spec, 1, &[(ms(0), 1500), (ms(0), 1500), (ms(5), 1500)]);
     assert_eq!(out.dropped, [2]);
     assert!(out.reports.is_empty());
@@ -467,15 +325,8 @@ fn zero_rate_holds_packets_until_the_schedule_raises_it() {
 #[test]
 fn scheduled_rate_replaces_a_trace() {
     // One opportunity per ms (12 Mbit/s), then 1200 kbit/s (10 ms per 1500 B) from 1 s.
-    let spec = LinkDirSpec {
-        schedule: schedule("t_s,delay_ms,loss,rate_kbps\n1,,,1200\n"),
-        ..traced("1\n")
-    };
-    let (out, link) = run(
-        &spec,
-        1,
-        &[(ms(500), 1500), (ms(1000), 1500), (ms(1000), 1500)],
-    );
+    let spec = LinkDirSpec { schedule: schedule("t_s,delay_ms,loss,rate_kbps\n1,,,1200\n"), ..traced("1\n") };
+    let (out, link) = run(&spec, 1, &[(ms(500), 1500), (ms(1000), 1500), (ms(1000), 1500)]);
     assert_eq!(times(&out.delivered()), [500_000, 1_010_000, 1_020_000]);
     // Window [200 ms, 1200 ms) holds 1000 opportunities: 12 Mbit/s, though the link ran at 1.2.
     assert_eq!(link.true_rate_kbps(ms(700)), 12_000.0);
@@ -489,37 +340,20 @@ fn true_rate_of_a_trace_matches_a_brute_force_count() {
     let spec = traced(text);
     let link: LinkModel<()> = LinkModel::new(&spec, 1);
     let trace = Trace::parse("t", text).unwrap();
-    let all: Vec<u64> = (0..20u64)
-        .flat_map(|lap| {
-            trace
-                .opportunities_ms
-                .iter()
-                .map(move |o| lap * trace.period_ms + o)
-        })
-        .collect();
+    let all: Vec<u64> =
+        (0..20u64).flat_map(|lap| trace.opportunities_ms.iter().map(move |o| lap * trace.period_ms + o)).collect();
     for now_ms in [0u64, 10, 499, 500, 777, 1300, 1301, 2599, 2600, 9000] {
         let from = now_ms.saturating_sub(500);
-        let count = all
-            .iter()
-            .filter(|&&t| t >= from && t < from + 1000)
-            .count();
+        let count = all.iter().filter(|&&t| t >= from && t < from + 1000).count();
         let expect = count as f64 * 12.0;
         assert_eq!(link.true_rate_kbps(ms(now_ms)), expect, "at {now_ms} ms");
     }
-    assert_eq!(
-        LinkModel::<()>::new(&constant(750.0), 1).true_rate_kbps(ms(3)),
-        750.0
-    );
+    assert_eq!(LinkModel::<()>::new(&constant(750.0), 1).true_rate_kbps(ms(3)), 750.0);
 }
 
 fn lossy_spec() -> LinkDirSpec {
     LinkDirSpec {
-        loss: LossSpec::Gilbert {
-            p_gb: 0.05,
-            p_bg: 0.3,
-            loss_good: 0.02,
-            loss_bad: 0.5,
-        },
+        loss: LossSpec::Gilbert { p_gb: 0.05, p_bg: 0.3, loss_good: 0.02, loss_bad: 0.5 },
         queue_bytes: 20_000,
         delay: Duration::from_millis(10),
         ..constant(8000.0)
@@ -528,9 +362,7 @@ fn lossy_spec() -> LinkDirSpec {
 
 #[test]
 fn same_seed_same_results_different_seed_differs() {
-    let arrivals: Vec<(Instant, usize)> = (0..5000u64)
-        .map(|i| (Instant::from_micros(i * 1400), 1200))
-        .collect();
+    let arrivals: Vec<(Instant, usize)> = (0..5000u64).map(|i| (Instant::from_micros(i * 1400), 1200)).collect();
     let (a, _) = run(&lossy_spec(), 42, &arrivals);
     let (b, _) = run(&lossy_spec(), 42, &arrivals);
     let (c, _) = run(&lossy_spec(), 43, &arrivals);
@@ -550,21 +382,9 @@ fn time_going_backwards_is_taken_as_the_latest() {
 
 #[test]
 fn hostile_specs_do_not_panic() {
-    let unsorted = Trace {
-        name: "u".into(),
-        opportunities_ms: vec![9, 3, 3, 0],
-        period_ms: 2,
-    };
-    let empty = Trace {
-        name: "e".into(),
-        opportunities_ms: vec![],
-        period_ms: 0,
-    };
-    let huge = Trace {
-        name: "h".into(),
-        opportunities_ms: vec![u64::MAX - 1, u64::MAX],
-        period_ms: u64::MAX,
-    };
+    let unsorted = Trace { name: "u".into(), opportunities_ms: vec![9, 3, 3, 0], period_ms: 2 };
+    let empty = Trace { name: "e".into(), opportunities_ms: vec![], period_ms: 0 };
+    let huge = Trace { name: "h".into(), opportunities_ms: vec![u64::MAX - 1, u64::MAX], period_ms: u64::MAX };
     let mut bad_schedule = Schedule::parse("s", "t_s,delay_ms,loss,rate_kbps\n").unwrap();
     bad_schedule.rows.push(crate::link::ScheduleRow {
         t_s: f64::NAN,
@@ -577,56 +397,24 @@ fn hostile_specs_do_not_panic() {
         constant(-1.0),
         constant(f64::INFINITY),
         constant(1e-300),
-        LinkDirSpec {
-            delay: Duration::MAX,
-            ..constant(1000.0)
-        },
-        LinkDirSpec {
-            rate: RateSpec::Trace(Arc::new(unsorted)),
-            ..constant(0.0)
-        },
-        LinkDirSpec {
-            rate: RateSpec::Trace(Arc::new(empty)),
-            ..constant(0.0)
-        },
-        LinkDirSpec {
-            rate: RateSpec::Trace(Arc::new(huge)),
-            ..constant(0.0)
-        },
-        LinkDirSpec {
-            schedule: Some(Arc::new(bad_schedule)),
-            ..constant(1000.0)
-        },
-        LinkDirSpec {
-            outages: vec![Outage {
-                at: Duration::MAX,
-                duration: Duration::MAX,
-            }],
-            ..constant(1000.0)
-        },
+        LinkDirSpec { delay: Duration::MAX, ..constant(1000.0) },
+        LinkDirSpec { rate: RateSpec::Trace(Arc::new(unsorted)), ..constant(0.0) },
+        LinkDirSpec { rate: RateSpec::Trace(Arc::new(empty)), ..constant(0.0) },
+        LinkDirSpec { rate: RateSpec::Trace(Arc::new(huge)), ..constant(0.0) },
+        LinkDirSpec { schedule: Some(Arc::new(bad_schedule)), ..constant(1000.0) },
+        LinkDirSpec { outages: vec![Outage { at: Duration::MAX, duration: Duration::MAX }], ..constant(1000.0) },
     ];
     for spec in &specs {
         let mut link = LinkModel::new(spec, 3);
-        for (i, t) in [0, 0, 5, 1 << 40, u64::MAX - 1, u64::MAX]
-            .into_iter()
-            .enumerate()
-        {
+        for (i, t) in [0, 0, 5, 1 << 40, u64::MAX - 1, u64::MAX].into_iter().enumerate() {
             let now = Instant::from_micros(t);
             let _ = link.enqueue(now, [0, 1, 1500, usize::MAX][i % 4], i);
             while link.poll_deliver(now).is_some() {}
-            let _ = (
-                link.poll_timeout(),
-                link.queued_bytes(now),
-                link.true_rate_kbps(now),
-            );
+            let _ = (link.poll_timeout(), link.queued_bytes(now), link.true_rate_kbps(now));
         }
         let s = link.stats().clone();
         let reported = s.delivered_packets + s.random_losses + s.outage_losses + s.queue_drops;
-        assert_eq!(
-            reported + link.packets_in_link() as u64,
-            s.offered_packets,
-            "{spec:?}"
-        );
+        assert_eq!(reported + link.packets_in_link() as u64, s.offered_packets, "{spec:?}");
     }
     // An infinite rate serialises in no time.
     let (out, _) = run(&constant(f64::INFINITY), 1, &[(ms(7), 1500), (ms(7), 1500)]);
@@ -635,11 +423,7 @@ fn hostile_specs_do_not_panic() {
 
 /// mm-link's loop, opportunity by opportunity: every packet that has arrived by an opportunity
 /// shares its 1500 bytes in FIFO order. Departure times of each packet, `None` if beyond `horizon`.
-fn mm_link_reference(
-    trace: &Trace,
-    arrivals: &[(Instant, usize)],
-    horizon_ms: u64,
-) -> Vec<Option<Instant>> {
+fn mm_link_reference(trace: &Trace, arrivals: &[(Instant, usize)], horizon_ms: u64) -> Vec<Option<Instant>> {
     let mut out = vec![None; arrivals.len()];
     let mut head = 0;
     let mut left_of_head = arrivals.first().map_or(0, |a| a.1);
@@ -695,16 +479,8 @@ fn arb_loss() -> impl Strategy<Value = LossSpec> {
     prop_oneof![
         Just(LossSpec::None),
         (0.0..=1.0f64).prop_map(|p| LossSpec::Bernoulli { p }),
-        (0.0..=1.0f64, 0.0..=1.0f64, 0.0..=1.0f64, 0.0..=1.0f64).prop_map(
-            |(p_gb, p_bg, loss_good, loss_bad)| {
-                LossSpec::Gilbert {
-                    p_gb,
-                    p_bg,
-                    loss_good,
-                    loss_bad,
-                }
-            }
-        ),
+        (0.0..=1.0f64, 0.0..=1.0f64, 0.0..=1.0f64, 0.0..=1.0f64)
+            .prop_map(|(p_gb, p_bg, loss_good, loss_bad)| { LossSpec::Gilbert { p_gb, p_bg, loss_good, loss_bad } }),
     ]
 }
 
@@ -719,14 +495,7 @@ fn arb_schedule() -> impl Strategy<Value = Option<Arc<Schedule>>> {
         proptest::option::of(0.0..=1.0f64),
         proptest::option::of(arb_rate_kbps()),
     )
-        .prop_map(
-            |(t_s, delay_ms, loss, rate_kbps)| crate::link::ScheduleRow {
-                t_s,
-                delay_ms,
-                loss,
-                rate_kbps,
-            },
-        );
+        .prop_map(|(t_s, delay_ms, loss, rate_kbps)| crate::link::ScheduleRow { t_s, delay_ms, loss, rate_kbps });
     proptest::option::of(proptest::collection::vec(row, 0..6).prop_map(|mut rows| {
         rows.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
         Arc::new(Schedule { rows })
@@ -740,30 +509,19 @@ fn arb_spec() -> impl Strategy<Value = LinkDirSpec> {
     ];
     let outages = proptest::collection::vec((0u64..3000, 0u64..500), 0..4).prop_map(|v| {
         v.into_iter()
-            .map(|(at, len)| Outage {
-                at: Duration::from_millis(at),
-                duration: Duration::from_millis(len),
-            })
+            .map(|(at, len)| Outage { at: Duration::from_millis(at), duration: Duration::from_millis(len) })
             .collect()
     });
-    (
-        rate,
-        0u64..200,
-        0usize..20_000,
-        arb_loss(),
-        arb_schedule(),
-        outages,
+    (rate, 0u64..200, 0usize..20_000, arb_loss(), arb_schedule(), outages).prop_map(
+        |(rate, delay_ms, queue_bytes, loss, schedule, outages)| LinkDirSpec {
+            rate,
+            delay: Duration::from_millis(delay_ms),
+            queue_bytes,
+            loss,
+            schedule,
+            outages,
+        },
     )
-        .prop_map(
-            |(rate, delay_ms, queue_bytes, loss, schedule, outages)| LinkDirSpec {
-                rate,
-                delay: Duration::from_millis(delay_ms),
-                queue_bytes,
-                loss,
-                schedule,
-                outages,
-            },
-        )
 }
 
 proptest! {
