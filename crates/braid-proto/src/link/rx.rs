@@ -5,9 +5,11 @@ use crate::seq;
 use crate::time::Instant;
 use std::time::Duration;
 
-/// Loss EWMA gain per packet. PluriBus 5.1 only says "exponential average"; 1/32 remembers about
-/// the last 30 packets, close to the 20-packet horizon its Fig. 11(b) evaluates prediction over.
-const LOSS_GAIN: f64 = 1.0 / 32.0;
+/// Loss EWMA gain per packet. PluriBus 5.1 only says "exponential average"; its Fig. 11(b) judges
+/// the estimate by how well it predicts the next 20 packets. Wireless loss comes in bursts
+/// (Gilbert-Elliott), and OEC's degree must shrink while a burst lasts or every coded packet
+/// covers several missing packets and recovers nothing, so the average is short: 1/8.
+const LOSS_GAIN: f64 = 1.0 / 8.0;
 /// d + δ EWMA gain per qualifying sample (PluriBus 5.3, "running exponential average").
 const OWD_GAIN: f64 = 1.0 / 8.0;
 /// Capacity measurement interval (PluriBus 5.2).

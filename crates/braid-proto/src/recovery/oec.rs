@@ -6,6 +6,14 @@
 //! the data packets sent since the last cumulative ack, where r is the estimated probability that a
 //! packet of W is already at the receiver: the degree that maximises the expected yield
 //! `Y(c) = c (1 - r) r^(c-1)` (Eq. 1).
+//!
+//! PluriBus assumes the sender knows nothing of individual packets, only r. braid's receiver
+//! reports holes in its feedback (DESIGN.md 3, "receiver state needed by the coders"), and for a
+//! packet known to be missing the same greedy rule gives degree 1: a coded packet carrying just
+//! that packet has yield 1, the most any coded packet can have. So known holes are repaired first,
+//! still only into spare capacity, and the random greedy code covers the rest. This is what makes
+//! OEC hold up under bursty (Gilbert-Elliott) loss, where several packets of W go missing at once
+//! and random XORs of a small window cannot untangle them.
 
 use super::{RecoveryKind, RecoverySender};
 use crate::link::LinkId;
@@ -50,13 +58,21 @@ pub struct Oec {
     window: VecDeque<(Instant, f64)>,
     /// Estimated probability that a packet of W is at the receiver.
     r: f64,
+    /// Packets of W the receiver reported missing, oldest first.
+    missing: std::collections::BTreeSet<u64>,
     rng: ChaCha8Rng,
 }
 
 impl Oec {
     /// A sender whose random member selection is seeded with `seed`.
     pub fn new(seed: u64) -> Self {
-        Oec { base: 0, window: VecDeque::new(), r: 0.0, rng: ChaCha8Rng::seed_from_u64(seed) }
+        Oec {
+            base: 0,
+            window: VecDeque::new(),
+            r: 0.0,
+            missing: Default::default(),
+            rng: ChaCha8Rng::seed_from_u64(seed),
+        }
     }
 
     /// |W|.
@@ -77,6 +93,7 @@ impl Oec {
     }
 
     fn purge_below(&mut self, seq: u64) {
+        self.missing = self.missing.split_off(&seq);
         while self.base < seq && !self.window.is_empty() {
             self.window.pop_front();
             self.base += 1;
@@ -97,6 +114,7 @@ impl Oec {
             purged = true;
         }
         if purged {
+            self.missing = self.missing.split_off(&self.base);
             self.reset_r();
         }
     }
@@ -130,6 +148,16 @@ impl RecoverySender for Oec {
         }
     }
 
+    fn wants_nacks(&self) -> bool {
+        true
+    }
+
+    fn on_nack(&mut self, _now: Instant, seq: u64) {
+        if seq >= self.base && seq < self.base + self.window.len() as u64 {
+            self.missing.insert(seq);
+        }
+    }
+
     fn wants_opportunity(&self) -> bool {
         !self.window.is_empty()
     }
@@ -140,6 +168,10 @@ impl RecoverySender for Oec {
         self.expire(now);
         if self.window.is_empty() {
             return None;
+        }
+        if let Some(seq) = self.missing.pop_first() {
+            // A known hole: degree 1, yield 1 (see the module comment).
+            return Some(Coverage { base: seq, span: 1, degree: 1, seed: 0 });
         }
         let span = self.window.len().min(usize::from(u16::MAX));
         let c = greedy_degree(self.r, span);
@@ -205,6 +237,23 @@ mod tests {
         o.on_ack(t, 20);
         assert!(!o.wants_opportunity());
         assert_eq!(o.poll_opportunistic(t, LinkId(1), 0.05), None);
+    }
+
+    #[test]
+    fn known_holes_are_repaired_first_with_degree_one() {
+        let mut o = Oec::new(3);
+        let t = Instant::ZERO;
+        for s in 0..10 {
+            o.on_data_sent(t, s, LinkId(0), 0.05);
+        }
+        assert!(o.wants_nacks());
+        o.on_nack(t, 7);
+        o.on_nack(t, 4);
+        o.on_nack(t, 99); // not in W: ignored
+        assert_eq!(o.poll_opportunistic(t, LinkId(0), 0.0).unwrap().members(), vec![4]);
+        o.on_ack(t, 5);
+        assert_eq!(o.poll_opportunistic(t, LinkId(0), 0.0).unwrap().members(), vec![7]);
+        assert!(o.poll_opportunistic(t, LinkId(0), 0.0).unwrap().members().len() > 1 || o.window_len() == 1);
     }
 
     #[test]

@@ -142,6 +142,8 @@ pub struct Session {
     peer_wants_nacks: bool,
     highest_rx: Option<u64>,
     ack_pending_since: Option<Instant>,
+    /// A link revealed new losses: its loss estimate changed and the sender should hear soon.
+    loss_news_since: Option<Instant>,
     rx_since_report: bool,
     last_report: Instant,
     // Driver-facing.
@@ -173,6 +175,7 @@ impl Session {
             peer_wants_nacks: false,
             highest_rx: None,
             ack_pending_since: None,
+            loss_news_since: None,
             rx_since_report: false,
             last_report: now,
             events: VecDeque::new(),
@@ -346,6 +349,9 @@ impl Session {
         }
         if let Some(s) = self.ack_pending_since.filter(|_| can_send) {
             out.push((Timer::Ack, s + self.cfg.ack_delay));
+        }
+        if let Some(s) = self.loss_news_since.filter(|_| can_send) {
+            out.push((Timer::Report, s + self.cfg.ack_delay));
         }
         if self.rx_since_report && can_send {
             out.push((Timer::Report, self.last_report + self.cfg.report_interval));

@@ -75,11 +75,14 @@ impl Session {
             self.events.push_back(Event::LinkAddress(h.link, from));
         }
         let slot = self.slot_mut(h.link).expect("slot exists");
-        slot.rx.handle(now, h.link_seq, h.timestamp, datagram.len() + OUTER_OVERHEAD);
+        let sample = slot.rx.handle(now, h.link_seq, h.timestamp, datagram.len() + OUTER_OVERHEAD);
         slot.counters.datagrams_received += 1;
         slot.counters.bytes_received += datagram.len() as u64;
         self.stats.datagrams_received += 1;
         self.rx_since_report = true;
+        if sample.newly_lost > 0 {
+            self.loss_news_since.get_or_insert(now);
+        }
 
         match parsed {
             Body::Data(d) => self.on_data(now, h.flags, d),

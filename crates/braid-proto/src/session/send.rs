@@ -248,6 +248,7 @@ impl Session {
     fn feedback_due(&self, now: Instant) -> bool {
         !self.pending_nacks.is_empty()
             || self.ack_pending_since.is_some_and(|t| now >= t + self.cfg.ack_delay)
+            || self.loss_news_since.is_some_and(|t| now >= t + self.cfg.ack_delay)
             || (self.rx_since_report && now >= self.last_report + self.cfg.report_interval)
     }
 
@@ -298,6 +299,7 @@ impl Session {
         self.stats.nacks_sent += self.pending_nacks.len() as u64;
         self.pending_nacks.clear();
         self.ack_pending_since = None;
+        self.loss_news_since = None;
         self.rx_since_report = false;
         self.last_report = now;
         Some(Transmit { link, destination, len: n + m, kind: TransmitKind::Feedback })
