@@ -4,5 +4,7 @@
 pub mod host;
 pub mod link;
 pub mod results;
+pub mod runner;
 pub mod scenario;
 pub mod workload;
+pub mod world;

