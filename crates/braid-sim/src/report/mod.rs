@@ -1,4 +1,4 @@
-//! Reports of a [`SimReport`] (DESIGN.md 6): a terminal table, `--json` and CSV files.
+//! Reports of a [`SimReport`] (DESIGN.md 6): a terminal table, `--json`, CSV files and plots.
 //!
 //! Every function here reads the result types of [`crate::results`] and nothing else, so a report
 //! can be produced again from a saved simulation. None of them panics on empty data: zero flows,
@@ -6,6 +6,7 @@
 
 mod csv;
 mod json;
+mod plot;
 mod table;
 
 #[cfg(test)]
@@ -13,6 +14,7 @@ pub(crate) mod fixture;
 
 pub use csv::write_csv;
 pub use json::json;
+pub use plot::{PlotError, write_plots};
 pub use table::{link_table, ratios, table};
 
 use crate::results::{RunResult, SchemeResult, SimReport};
