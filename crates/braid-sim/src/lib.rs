@@ -3,6 +3,7 @@
 
 pub mod host;
 pub mod link;
+pub mod report;
 pub mod results;
 pub mod runner;
 pub mod scenario;

@@ -1,0 +1,139 @@
+//! `--json` (DESIGN.md 6): one object with the scenario and one entry per scheme (and sweep point).
+
+use serde_json::{Map, Value};
+
+use crate::results::SimReport;
+
+/// The `--json` object of `report`:
+///
+/// `{ "scenario", "wall_s", "results": [ {every SchemeResult field}, ... ] }`, plus `"sweep_label"` at the
+/// top level and `"sweep_value"` in each result only when sweeping. Per-run data (flows, series of
+/// runs other than the first) is not included; the CSV files have it. NaN and infinite figures are
+/// written as `null`, as JSON has no representation for them.
+pub fn json(report: &SimReport) -> Value {
+    let results = report
+        .results
+        .iter()
+        .map(|r| {
+            // SchemeResult holds only strings, numbers, options and vectors of structs with named
+            // fields: serialising it into a `Value` cannot fail.
+            let mut value = serde_json::to_value(r).expect("SchemeResult serialises into a JSON value");
+            if let Value::Object(fields) = &mut value
+                && fields.get("sweep_value").is_some_and(Value::is_null)
+            {
+                fields.remove("sweep_value");
+            }
+            value
+        })
+        .collect();
+    let mut top = Map::new();
+    top.insert("scenario".into(), Value::from(report.scenario.clone()));
+    if let Some(label) = &report.sweep_label {
+        top.insert("sweep_label".into(), Value::from(label.clone()));
+    }
+    top.insert("wall_s".into(), Value::from(report.wall_s));
+    top.insert("results".into(), Value::Array(results));
+    Value::Object(top)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixture;
+
+    /// Every SchemeResult field: the keys of DESIGN.md 6 and the rest of the struct.
+    const RESULT_KEYS: [&str; 26] = [
+        "scheme",
+        "runs",
+        "flows",
+        "fct_mean_s",
+        "fct_ci95_s",
+        "fct_p50_s",
+        "fct_p95_s",
+        "fct_p99_s",
+        "incomplete_flows",
+        "goodput_kbps",
+        "goodput_ci95_kbps",
+        "residual_loss",
+        "overhead",
+        "coded_fraction",
+        "recovered",
+        "resent",
+        "late_fraction",
+        "reordered_fraction",
+        "mean_hold_ms",
+        "arrival_error_ms",
+        "arrival_within_10ms",
+        "cbr_loss",
+        "cbr_delay_ms",
+        "cbr_jitter_ms",
+        "links",
+        // Only when sweeping.
+        "sweep_value",
+    ];
+
+    fn keys(v: &Value) -> Vec<String> {
+        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    }
+
+    fn expected(sweep: bool) -> Vec<String> {
+        let mut k: Vec<String> =
+            RESULT_KEYS.iter().filter(|k| sweep || **k != "sweep_value").map(|k| k.to_string()).collect();
+        k.sort();
+        k
+    }
+
+    #[test]
+    fn json_has_the_design_keys_and_values() {
+        let report = fixture::report(false);
+        let v = json(&report);
+        assert_eq!(keys(&v), ["results", "scenario", "wall_s"]);
+        assert_eq!(v["scenario"], "bus");
+        assert_eq!(v["wall_s"], 1.25);
+        let results = v["results"].as_array().unwrap();
+        assert_eq!(results.len(), 3);
+        for r in results {
+            assert_eq!(keys(r), expected(false));
+        }
+        let oec = &results[0];
+        assert_eq!(oec["scheme"], "oec");
+        assert!((oec["fct_mean_s"].as_f64().unwrap() - 0.5).abs() < 1e-12);
+        assert!((oec["fct_ci95_s"].as_f64().unwrap() - 12.706 * 0.1).abs() < 1e-9);
+        assert!((oec["fct_p50_s"].as_f64().unwrap() - 0.5).abs() < 1e-12);
+        assert_eq!(oec["incomplete_flows"], 0);
+        assert_eq!(results[1]["incomplete_flows"], 1);
+        assert_eq!(oec["goodput_kbps"], Value::Null);
+        assert!((oec["overhead"].as_f64().unwrap() - 1.15).abs() < 1e-12);
+        assert!((oec["coded_fraction"].as_f64().unwrap() - 0.2).abs() < 1e-12);
+        assert!((oec["residual_loss"].as_f64().unwrap() - 0.001).abs() < 1e-12);
+        assert_eq!(oec["links"][0]["name"], "wimax");
+        assert_eq!(oec["links"][0]["down_kbps_series"].as_array().unwrap().len(), 10);
+    }
+
+    #[test]
+    fn json_has_sweep_fields_only_when_sweeping() {
+        let v = json(&fixture::report(true));
+        assert_eq!(keys(&v), ["results", "scenario", "sweep_label", "wall_s"]);
+        assert_eq!(v["sweep_label"], "loss");
+        let results = v["results"].as_array().unwrap();
+        assert_eq!(results.len(), 6);
+        for r in results {
+            assert_eq!(keys(r), expected(true));
+        }
+        assert_eq!(results[0]["sweep_value"], 0.01);
+        assert_eq!(results[1]["sweep_value"], 0.05);
+    }
+
+    #[test]
+    fn json_writes_nan_as_null() {
+        let mut report = fixture::report(false);
+        report.results[0].overhead = f64::NAN;
+        report.wall_s = f64::INFINITY;
+        let v = json(&report);
+        assert_eq!(v["results"][0]["overhead"], Value::Null);
+        assert_eq!(v["wall_s"], Value::Null);
+        assert!(serde_json::to_string(&v).is_ok());
+    }
+}
