@@ -242,6 +242,7 @@ impl RxEstimator {
 mod tests {
     use super::*;
 
+    #[allow(clippy::too_many_arguments)] // a test helper: each argument is one property of the path
     /// Feeds packets of `size` bytes leaving the sender every `gap_us` and crossing a bottleneck of
     /// `cap_bps` with a fixed `delay_us`, dropping those for which `drop(i)` is true.
     fn feed(

@@ -27,6 +27,9 @@ pub struct PairLink {
     pub up: bool,
 }
 
+/// A datagram in flight: arrival time, launch order, direction, link, bytes.
+type InFlight = Reverse<(Instant, u64, Dir, u8, Vec<u8>)>;
+
 type DropFn = Box<dyn FnMut(Dir, LinkId, u64, &[u8]) -> bool>;
 type JitterFn = Box<dyn FnMut(Dir, LinkId, u64) -> Duration>;
 
@@ -35,7 +38,7 @@ pub struct Pair {
     pub server: Session,
     pub now: Instant,
     pub links: Vec<PairLink>,
-    in_flight: BinaryHeap<Reverse<(Instant, u64, Dir, u8, Vec<u8>)>>,
+    in_flight: BinaryHeap<InFlight>,
     counter: u64,
     /// Returns true to drop a datagram (direction, link, per-pair counter, bytes).
     pub drop: DropFn,

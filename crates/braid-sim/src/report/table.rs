@@ -66,7 +66,7 @@ pub fn table(report: &SimReport) -> String {
     out
 }
 
-/// One line per scheme with the ratio of its mean FCT to the first scheme's (`none / oec = 3.40x`),
+/// One line per scheme with the first scheme's mean FCT over its own (a speed-up, `none / oec = 3.40x`),
 /// per sweep value when sweeping, and the same for goodput when the workload measured it. Empty when
 /// there is at most one scheme or nothing to compare.
 pub fn ratios(report: &SimReport) -> String {
@@ -75,20 +75,24 @@ pub fn ratios(report: &SimReport) -> String {
     let points = sweep_points(report);
     let mut out = String::new();
     type Figure = fn(&SchemeResult) -> Option<f64>;
-    let metrics: [(&str, Figure); 2] = [("mean FCT", |r| r.fct_mean_s), ("mean goodput", |r| r.goodput_kbps)];
-    for (metric, value) in metrics {
+    // FCT: lower is better, so the line reads as a speed-up, "none / oec = 2.5x", as the paper puts
+    // it. Goodput: higher is better, "oec / none".
+    let metrics: [(&str, Figure, bool); 2] =
+        [("mean FCT speed-up over", |r| r.fct_mean_s, true), ("mean goodput relative to", |r| r.goodput_kbps, false)];
+    for (metric, value, invert) in metrics {
         let present = report.results.iter().any(|r| value(r).and_then(finite).is_some());
         if others.is_empty() || !present {
             continue;
         }
-        let _ = writeln!(out, "{metric} relative to {base}:");
+        let _ = writeln!(out, "{metric} {base}:");
         for other in others {
             let mut parts = Vec::new();
             for point in &points {
                 let at = results_at(report, *point);
                 let of = |name: &str| at.iter().find(|r| r.scheme == name).and_then(|r| value(r)).and_then(finite);
                 let ratio = match (of(other), of(base)) {
-                    (Some(x), Some(b)) if b != 0.0 => format!("{:.2}x", x / b),
+                    (Some(x), Some(b)) if invert && x != 0.0 => format!("{:.2}x", b / x),
+                    (Some(x), Some(b)) if !invert && b != 0.0 => format!("{:.2}x", x / b),
                     _ => "n/a".to_string(),
                 };
                 parts.push(match (point, &report.sweep_label) {
@@ -97,7 +101,8 @@ pub fn ratios(report: &SimReport) -> String {
                     (None, _) => ratio,
                 });
             }
-            let _ = writeln!(out, "  {other} / {base} = {}", parts.join(", "));
+            let (num, den) = if invert { (base, other) } else { (other, base) };
+            let _ = writeln!(out, "  {num} / {den} = {}", parts.join(", "));
         }
     }
     out
@@ -362,7 +367,7 @@ mod tests {
         let text = table(&report);
         assert!(!text.contains("FCT mean") && !text.contains("p99"), "{text}");
         assert!(text.contains("8/8 (100.0 %)"), "{text}");
-        assert!(!text.contains("relative to"), "{text}");
+        assert!(!text.contains("speed-up") && !text.contains("relative to"), "{text}");
     }
 
     #[test]
@@ -370,7 +375,7 @@ mod tests {
         let report = fixture::report(false);
         let text = ratios(&report);
         // none: run means 1.36 and 1.7 (its last flow of run 1 is incomplete) -> 1.53 / 0.5 = 3.06.
-        assert_eq!(text, "mean FCT relative to oec:\n  none / oec = 3.06x\n  rs / oec = 1.50x\n");
+        assert_eq!(text, "mean FCT speed-up over oec:\n  oec / none = 0.33x\n  oec / rs = 0.67x\n");
         assert!(table(&report).ends_with(&text));
     }
 
@@ -386,7 +391,7 @@ mod tests {
         assert!(text.lines().nth(1).unwrap().trim_start().starts_with("loss"), "{text}");
         // At 0.05 every FCT doubles: oec mean 1.0.
         assert!(rows[3].contains("1.000 ± 2.541"), "{}", rows[3]);
-        assert!(text.contains("  none / oec = 3.06x (loss = 0.01), 3.06x (loss = 0.05)\n"), "{text}");
+        assert!(text.contains("  oec / none = 0.33x (loss = 0.01), 0.33x (loss = 0.05)\n"), "{text}");
     }
 
     #[test]
@@ -406,7 +411,7 @@ mod tests {
         report.results[0].fct_mean_s = Some(f64::NAN);
         report.results[0].overhead = f64::NAN;
         let text = table(&report);
-        assert!(text.contains("none / oec = n/a"), "{text}");
+        assert!(text.contains("oec / none = n/a"), "{text}");
         let empty = SimReport { scenario: "x".into(), sweep_label: None, results: vec![], runs: vec![], wall_s: 0.0 };
         assert!(table(&empty).contains("no runs"));
         assert_eq!(ratios(&empty), "");

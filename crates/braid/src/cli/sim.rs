@@ -1,6 +1,7 @@
 //! `braid sim` and `braid demo`.
 
 use anyhow::Context;
+use braid_sim::report;
 use braid_sim::results::SimReport;
 use braid_sim::runner::{RunOptions, run_scenario};
 use braid_sim::scenario::Scenario;
@@ -97,36 +98,21 @@ fn run_with_progress(scenario: &Scenario, opts: &RunOptions, quiet: bool) -> any
     Ok(report)
 }
 
-fn print_report(report: &SimReport, json: bool, _verbose: bool) {
+fn print_report(report: &SimReport, json: bool, verbose: bool) {
     if json {
-        println!("{}", serde_json::to_string_pretty(&report_json(report)).unwrap_or_default());
+        println!("{}", serde_json::to_string_pretty(&report::json(report)).unwrap_or_default());
         return;
     }
-    println!("scenario {}  ({:.1} s wall)", report.scenario, report.wall_s);
-    for r in &report.results {
-        println!(
-            "{:>8} {:>8} fct {:>7.3} ± {:<6.3} p50 {:>6.3} p99 {:>7.3} incomplete {:>3} resid {:>6.3}% ovh {:>5.2} coded {:>5.1}% rec {:>6} late {:>5.2}%",
-            r.scheme,
-            r.sweep_value.map(|v| format!("{v}")).unwrap_or_default(),
-            r.fct_mean_s.unwrap_or(f64::NAN),
-            r.fct_ci95_s.unwrap_or(f64::NAN),
-            r.fct_p50_s.unwrap_or(f64::NAN),
-            r.fct_p99_s.unwrap_or(f64::NAN),
-            r.incomplete_flows,
-            r.residual_loss * 100.0,
-            r.overhead,
-            r.coded_fraction * 100.0,
-            r.recovered,
-            r.late_fraction * 100.0
-        );
+    println!("{}", report::table(report));
+    if verbose {
+        println!("{}", report::link_table(report));
     }
 }
 
-fn report_json(report: &SimReport) -> serde_json::Value {
-    serde_json::to_value(report).unwrap_or_default()
-}
-
-fn write_outputs(_report: &SimReport, dir: &std::path::Path) -> anyhow::Result<()> {
+fn write_outputs(report: &SimReport, dir: &std::path::Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut files = report::write_csv(report, dir).with_context(|| format!("writing CSV into {}", dir.display()))?;
+    files.extend(report::write_plots(report, dir)?);
+    eprintln!("wrote {} files into {}", files.len(), dir.display());
     Ok(())
 }
