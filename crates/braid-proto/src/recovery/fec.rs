@@ -4,7 +4,7 @@
 
 use super::{RecoveryKind, RecoverySender, Repair};
 use crate::time::Instant;
-use crate::wire::Coverage;
+use crate::wire::{CodeKind, Coverage};
 use std::collections::VecDeque;
 
 /// Fixed-rate XOR coding.
@@ -48,7 +48,7 @@ impl RecoverySender for Fec {
     }
 
     fn poll_repair(&mut self, _now: Instant) -> Option<Repair> {
-        self.pending.pop_front().map(|coverage| Repair::Code { coverage })
+        self.pending.pop_front().map(|coverage| Repair::Code { kind: CodeKind::Xor, coverage })
     }
 
     fn oldest_needed(&self) -> Option<u64> {
@@ -64,7 +64,7 @@ mod tests {
     fn coded(f: &mut Fec) -> Vec<Vec<u64>> {
         std::iter::from_fn(|| f.poll_repair(Instant::ZERO))
             .map(|r| match r {
-                Repair::Code { coverage } => coverage.members(),
+                Repair::Code { coverage, .. } => coverage.members(),
                 other => panic!("fec only codes, got {other:?}"),
             })
             .collect()

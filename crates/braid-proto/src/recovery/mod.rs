@@ -3,6 +3,7 @@
 //! the peer chose (whatever coded packets arrive are decoded).
 
 mod arq;
+pub mod codec;
 mod dup;
 mod fec;
 mod nack;
@@ -11,16 +12,17 @@ mod oec;
 mod xor;
 
 pub use arq::Arq;
+pub use codec::{Decoder, DecoderStats, Encoder};
 pub use dup::Dup;
 pub use fec::Fec;
 pub use nack::NackTracker;
 pub use none::NoRecovery;
 pub use oec::{Oec, expected_yield, greedy_degree};
-pub use xor::{Known, XorDecoder, XorDecoderStats, xor_into};
+pub use xor::{Known, XorDecoder, XorEncoder, xor_into};
 
 use crate::link::LinkId;
 use crate::time::Instant;
-use crate::wire::Coverage;
+use crate::wire::{CodeKind, Coverage};
 use std::fmt;
 use std::str::FromStr;
 
@@ -109,8 +111,10 @@ pub enum Repair {
         /// The link the original went on.
         except: LinkId,
     },
-    /// Send a coded packet over `coverage` on the fastest link.
+    /// Send a coded packet of `kind` over `coverage` on the fastest link.
     Code {
+        /// The code.
+        kind: CodeKind,
         /// What it combines.
         coverage: Coverage,
     },
@@ -155,7 +159,7 @@ pub trait RecoverySender: Send + fmt::Debug {
     }
 
     /// `link`'s estimated queue is empty (PluriBus 4.1): a coded packet to send on it, if any.
-    fn poll_opportunistic(&mut self, now: Instant, link: LinkId, loss: f64) -> Option<Coverage> {
+    fn poll_opportunistic(&mut self, now: Instant, link: LinkId, loss: f64) -> Option<(CodeKind, Coverage)> {
         let _ = (now, link, loss);
         None
     }

@@ -18,7 +18,7 @@
 use super::{RecoveryKind, RecoverySender};
 use crate::link::LinkId;
 use crate::time::Instant;
-use crate::wire::Coverage;
+use crate::wire::{CodeKind, Coverage};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::VecDeque;
@@ -164,14 +164,14 @@ impl RecoverySender for Oec {
 
     /// PluriBus 4.2 and 5.1 (ii): choose the greedy degree, draw members at random from W, and
     /// `r <- (|W| r + (1 - p) Y(c)) / |W|`.
-    fn poll_opportunistic(&mut self, now: Instant, _link: LinkId, loss: f64) -> Option<Coverage> {
+    fn poll_opportunistic(&mut self, now: Instant, _link: LinkId, loss: f64) -> Option<(CodeKind, Coverage)> {
         self.expire(now);
         if self.window.is_empty() {
             return None;
         }
         if let Some(seq) = self.missing.pop_first() {
             // A known hole: degree 1, yield 1 (see the module comment).
-            return Some(Coverage { base: seq, span: 1, degree: 1, seed: 0 });
+            return Some((CodeKind::Xor, Coverage { base: seq, span: 1, degree: 1, seed: 0 }));
         }
         let span = self.window.len().min(usize::from(u16::MAX));
         let c = greedy_degree(self.r, span);
@@ -179,7 +179,7 @@ impl RecoverySender for Oec {
         let w = self.window.len() as f64;
         let y = expected_yield(c as u32, self.r);
         self.r = ((w * self.r + (1.0 - loss) * y) / w).clamp(0.0, 1.0);
-        Some(coverage)
+        Some((CodeKind::Xor, coverage))
     }
 
     fn oldest_needed(&self) -> Option<u64> {
@@ -213,7 +213,7 @@ mod tests {
         o.on_data_sent(t, 1, LinkId(0), 0.3);
         assert!((o.r() - 0.8).abs() < 1e-12);
         let r0 = o.r();
-        let cov = o.poll_opportunistic(t, LinkId(0), 0.0).unwrap();
+        let (_, cov) = o.poll_opportunistic(t, LinkId(0), 0.0).unwrap();
         let c = greedy_degree(r0, 2) as u32;
         assert_eq!(cov.degree as u32, c);
         let want = (2.0 * r0 + expected_yield(c, r0)) / 2.0;
@@ -231,7 +231,7 @@ mod tests {
             o.on_data_sent(t, s, LinkId(0), 0.05);
         }
         o.on_ack(t, 15);
-        let cov = o.poll_opportunistic(t, LinkId(1), 0.05).unwrap();
+        let (_, cov) = o.poll_opportunistic(t, LinkId(1), 0.05).unwrap();
         assert_eq!((cov.base, cov.span), (15, 5));
         assert!(cov.members().iter().all(|s| (15..20).contains(s)));
         o.on_ack(t, 20);
@@ -250,10 +250,10 @@ mod tests {
         o.on_nack(t, 7);
         o.on_nack(t, 4);
         o.on_nack(t, 99); // not in W: ignored
-        assert_eq!(o.poll_opportunistic(t, LinkId(0), 0.0).unwrap().members(), vec![4]);
+        assert_eq!(o.poll_opportunistic(t, LinkId(0), 0.0).unwrap().1.members(), vec![4]);
         o.on_ack(t, 5);
-        assert_eq!(o.poll_opportunistic(t, LinkId(0), 0.0).unwrap().members(), vec![7]);
-        assert!(o.poll_opportunistic(t, LinkId(0), 0.0).unwrap().members().len() > 1 || o.window_len() == 1);
+        assert_eq!(o.poll_opportunistic(t, LinkId(0), 0.0).unwrap().1.members(), vec![7]);
+        assert!(o.poll_opportunistic(t, LinkId(0), 0.0).unwrap().1.members().len() > 1 || o.window_len() == 1);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! arrivals and recoveries reduce them, so a coded packet that arrives before a data packet it
 //! needs is not wasted (DESIGN.md 4).
 
+use super::codec::{Decoder, DecoderStats, Encoder};
 use crate::time::Instant;
 use crate::wire::Coverage;
 use std::collections::HashMap;
@@ -18,21 +19,22 @@ pub fn xor_into(dst: &mut [u8], src: &[u8]) {
     }
 }
 
-/// Counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct XorDecoderStats {
-    /// Coded packets received.
-    pub received: u64,
-    /// Coded packets that covered nothing missing.
-    pub useless: u64,
-    /// Coded packets kept for later.
-    pub kept: u64,
-    /// Packets recovered.
-    pub recovered: u64,
-    /// Packets recovered by a coded packet that had been kept.
-    pub recovered_later: u64,
-    /// Coded packets dropped: covered packets no longer available, or too old, or over the bound.
-    pub discarded: u64,
+/// The XOR encoder: the XOR of the members, each zero-padded to the longest, and the XOR of their
+/// lengths so a recovered packet gets its true length back.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct XorEncoder;
+
+impl Encoder for XorEncoder {
+    fn encode(&mut self, _coverage: &Coverage, members: &[(u64, &[u8])]) -> Option<(Vec<u8>, u16)> {
+        let max = members.iter().map(|(_, p)| p.len()).max()?;
+        let mut payload = vec![0u8; max];
+        let mut len_xor = 0u16;
+        for (_, p) in members {
+            xor_into(&mut payload, p);
+            len_xor ^= p.len() as u16;
+        }
+        Some((payload, len_xor))
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -62,7 +64,7 @@ pub struct XorDecoder {
     next_id: u64,
     max_pending: usize,
     max_age: Duration,
-    stats: XorDecoderStats,
+    stats: DecoderStats,
 }
 
 impl XorDecoder {
@@ -74,13 +76,8 @@ impl XorDecoder {
             next_id: 0,
             max_pending,
             max_age,
-            stats: XorDecoderStats::default(),
+            stats: DecoderStats::default(),
         }
-    }
-
-    /// Counters.
-    pub fn stats(&self) -> XorDecoderStats {
-        self.stats
     }
 
     /// Coded packets currently kept.
@@ -88,16 +85,47 @@ impl XorDecoder {
         self.pending.len()
     }
 
+    fn remove(&mut self, id: u64) -> Option<Pending> {
+        let p = self.pending.remove(&id)?;
+        for s in &p.missing {
+            if let Some(v) = self.waiting.get_mut(s) {
+                v.retain(|&x| x != id);
+                if v.is_empty() {
+                    self.waiting.remove(s);
+                }
+            }
+        }
+        Some(p)
+    }
+
+    fn evict_oldest(&mut self) {
+        if let Some((&id, _)) = self.pending.iter().min_by_key(|(id, p)| (p.arrived, **id)) {
+            self.remove(id);
+            self.stats.discarded += 1;
+        }
+    }
+
+    fn expire(&mut self, now: Instant) {
+        let old: Vec<u64> =
+            self.pending.iter().filter(|(_, p)| now - p.arrived > self.max_age).map(|(&id, _)| id).collect();
+        for id in old {
+            self.remove(id);
+            self.stats.discarded += 1;
+        }
+    }
+}
+
+impl Decoder for XorDecoder {
     /// Takes a coded packet. `known(seq)` says what the receiver has. Recovered packets are pushed
     /// to `out` as `(seq, packet)`; the caller must feed each back through [`Self::handle_packet`]
     /// (after storing it) so kept coded packets can be peeled further.
-    pub fn handle_coded<'k>(
+    fn handle_coded<'k>(
         &mut self,
         now: Instant,
         coverage: &Coverage,
         len_xor: u16,
         payload: &[u8],
-        known: impl Fn(u64) -> Known<'k>,
+        known: &dyn Fn(u64) -> Known<'k>,
         out: &mut Vec<(u64, Vec<u8>)>,
     ) {
         self.stats.received += 1;
@@ -150,7 +178,7 @@ impl XorDecoder {
     }
 
     /// A packet arrived or was recovered: reduce every kept coded packet that waits for it.
-    pub fn handle_packet(&mut self, seq: u64, packet: &[u8], out: &mut Vec<(u64, Vec<u8>)>) {
+    fn handle_packet(&mut self, seq: u64, packet: &[u8], out: &mut Vec<(u64, Vec<u8>)>) {
         let Some(ids) = self.waiting.remove(&seq) else { return };
         for id in ids {
             let Some(p) = self.pending.get_mut(&id) else { continue };
@@ -184,33 +212,8 @@ impl XorDecoder {
         }
     }
 
-    fn remove(&mut self, id: u64) -> Option<Pending> {
-        let p = self.pending.remove(&id)?;
-        for s in &p.missing {
-            if let Some(v) = self.waiting.get_mut(s) {
-                v.retain(|&x| x != id);
-                if v.is_empty() {
-                    self.waiting.remove(s);
-                }
-            }
-        }
-        Some(p)
-    }
-
-    fn evict_oldest(&mut self) {
-        if let Some((&id, _)) = self.pending.iter().min_by_key(|(id, p)| (p.arrived, **id)) {
-            self.remove(id);
-            self.stats.discarded += 1;
-        }
-    }
-
-    fn expire(&mut self, now: Instant) {
-        let old: Vec<u64> =
-            self.pending.iter().filter(|(_, p)| now - p.arrived > self.max_age).map(|(&id, _)| id).collect();
-        for id in old {
-            self.remove(id);
-            self.stats.discarded += 1;
-        }
+    fn stats(&self) -> DecoderStats {
+        self.stats
     }
 }
 
@@ -231,15 +234,8 @@ mod tests {
 
     /// Builds the coded payload and length field the sender would send.
     fn encode(packets: &Map<u64, Vec<u8>>, cov: &Coverage) -> (Vec<u8>, u16) {
-        let members = cov.members();
-        let max = members.iter().map(|s| packets[s].len()).max().unwrap();
-        let mut buf = vec![0u8; max];
-        let mut len = 0u16;
-        for s in members {
-            xor_into(&mut buf, &packets[&s]);
-            len ^= packets[&s].len() as u16;
-        }
-        (buf, len)
+        let members: Vec<(u64, &[u8])> = cov.members().into_iter().map(|s| (s, &packets[&s][..])).collect();
+        XorEncoder.encode(cov, &members).unwrap()
     }
 
     fn pkts(n: u64) -> Map<u64, Vec<u8>> {
@@ -258,7 +254,7 @@ mod tests {
             &cov,
             len,
             &payload,
-            |s| if s == 2 { Known::Missing } else { Known::Have(&p[&s]) },
+            &|s| if s == 2 { Known::Missing } else { Known::Have(&p[&s]) },
             &mut out,
         );
         assert_eq!(out, vec![(2, p[&2].clone())]);
@@ -275,8 +271,8 @@ mod tests {
         let mut out = Vec::new();
         // Have only 0. Missing 1, 2, 3.
         let known = |s: u64| if s == 0 { Known::Have(&p[&0]) } else { Known::Missing };
-        d.handle_coded(Instant::ZERO, &a, la, &pa, known, &mut out);
-        d.handle_coded(Instant::ZERO, &b, lb, &pb, known, &mut out);
+        d.handle_coded(Instant::ZERO, &a, la, &pa, &known, &mut out);
+        d.handle_coded(Instant::ZERO, &b, lb, &pb, &known, &mut out);
         assert!(out.is_empty());
         assert_eq!(d.pending(), 2);
         // Packet 3 arrives: b yields 2, which fed back lets a yield 1.
@@ -296,16 +292,16 @@ mod tests {
         let (payload, len) = encode(&p, &cov);
         let mut d = XorDecoder::new(16, Duration::from_secs(1));
         let mut out = Vec::new();
-        d.handle_coded(Instant::ZERO, &cov, len, &payload, |s| Known::Have(&p[&s]), &mut out);
-        d.handle_coded(Instant::ZERO, &cov, len, &payload, |_| Known::Forgotten, &mut out);
-        d.handle_coded(Instant::ZERO, &cov, len, &payload[..5], |s| Known::Have(&p[&s]), &mut out);
+        d.handle_coded(Instant::ZERO, &cov, len, &payload, &|s| Known::Have(&p[&s]), &mut out);
+        d.handle_coded(Instant::ZERO, &cov, len, &payload, &|_| Known::Forgotten, &mut out);
+        d.handle_coded(Instant::ZERO, &cov, len, &payload[..5], &|s| Known::Have(&p[&s]), &mut out);
         // A wrong length field must not produce a packet longer than the payload.
         d.handle_coded(
             Instant::ZERO,
             &cov,
             0xffff,
             &payload,
-            |s| if s == 0 { Known::Missing } else { Known::Have(&p[&s]) },
+            &|s| if s == 0 { Known::Missing } else { Known::Have(&p[&s]) },
             &mut out,
         );
         assert!(out.is_empty());
@@ -321,10 +317,10 @@ mod tests {
         let mut d = XorDecoder::new(2, Duration::from_millis(100));
         let mut out = Vec::new();
         for i in 0..5 {
-            d.handle_coded(Instant::from_millis(i), &cov, len, &payload, |_| Known::Missing, &mut out);
+            d.handle_coded(Instant::from_millis(i), &cov, len, &payload, &|_| Known::Missing, &mut out);
         }
         assert_eq!(d.pending(), 2);
-        d.handle_coded(Instant::from_millis(500), &cov, len, &payload, |s| Known::Have(&p[&s]), &mut out);
+        d.handle_coded(Instant::from_millis(500), &cov, len, &payload, &|s| Known::Have(&p[&s]), &mut out);
         assert_eq!(d.pending(), 0);
     }
 }

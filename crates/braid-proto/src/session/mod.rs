@@ -15,11 +15,12 @@ pub use config::{HoldConfig, LinkConfig, Role, SessionConfig};
 pub use stats::{DatagramError, LinkCounters, LinkStatus, SessionStats, TunError};
 
 use crate::link::{LinkId, LinkState, RxEstimator, TxLink};
-use crate::recovery::{self, NackTracker, RecoveryKind, RecoverySender, XorDecoder};
+use crate::recovery::{self, Decoder, DecoderStats, Encoder, NackTracker, RecoveryKind, RecoverySender};
 use crate::reorder::ReorderBuffer;
 use crate::scheduler::{self, Scheduler, SchedulerKind};
 use crate::store::PacketStore;
 use crate::time::Instant;
+use crate::wire::CodeKind;
 use bytes::Bytes;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -131,12 +132,13 @@ pub struct Session {
     pending_data: VecDeque<(u64, Bytes)>,
     resends: VecDeque<(u64, Option<LinkId>)>,
     recovery: Box<dyn RecoverySender>,
+    encoders: Vec<(CodeKind, Box<dyn Encoder>)>,
     scheduler: Box<dyn Scheduler>,
     peer_cum_ack: u64,
     // Receiver side.
     reorder: ReorderBuffer,
     received: PacketStore<()>,
-    xor: XorDecoder,
+    decoders: Vec<(CodeKind, Box<dyn Decoder>)>,
     nack: NackTracker,
     pending_nacks: Vec<u64>,
     peer_wants_nacks: bool,
@@ -163,7 +165,11 @@ impl Session {
             sent: PacketStore::new(cfg.store_packets, cfg.store_age),
             received: PacketStore::new(cfg.store_packets, cfg.store_age),
             reorder: ReorderBuffer::new(cfg.store_packets),
-            xor: XorDecoder::new(512, Duration::from_secs(1)),
+            decoders: CodeKind::ALL
+                .iter()
+                .map(|&k| (k, recovery::codec::decoder(k, 512, Duration::from_secs(1))))
+                .collect(),
+            encoders: CodeKind::ALL.iter().map(|&k| (k, recovery::codec::encoder(k))).collect(),
             cfg,
             links: Vec::new(),
             next_seq: 0,
@@ -294,9 +300,13 @@ impl Session {
         self.reorder.stats()
     }
 
-    /// XOR decoder counters.
-    pub fn decoder_stats(&self) -> recovery::XorDecoderStats {
-        self.xor.stats()
+    /// Decoder counters, summed over every code.
+    pub fn decoder_stats(&self) -> DecoderStats {
+        let mut total = DecoderStats::default();
+        for (_, d) in &self.decoders {
+            total += d.stats();
+        }
+        total
     }
 
     /// Whether the peer closed the session.

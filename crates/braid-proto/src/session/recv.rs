@@ -129,7 +129,9 @@ impl Session {
             self.highest_rx = Some(self.highest_rx.map_or(seq, |h| h.max(seq)));
             let hold = self.hold_time();
             self.received.insert(now, seq, packet.clone(), ());
-            self.xor.handle_packet(seq, &packet, &mut out);
+            for (_, d) in &mut self.decoders {
+                d.handle_packet(seq, &packet, &mut out);
+            }
             self.reorder.insert(now, seq, packet, hold);
             work.extend(out.drain(..).map(|(s, p)| (s, Bytes::from(p), true)));
         }
@@ -146,7 +148,9 @@ impl Session {
                 None if reorder.has(s) => Known::Forgotten,
                 None => Known::Missing,
             };
-            self.xor.handle_coded(now, &coverage, c.len_xor, c.payload, known, &mut recovered);
+            if let Some((_, d)) = self.decoders.iter_mut().find(|(k, _)| *k == c.kind) {
+                d.handle_coded(now, &coverage, c.len_xor, c.payload, &known, &mut recovered);
+            }
         }
         for (seq, p) in recovered {
             self.accept_packet(now, seq, Bytes::from(p), true);

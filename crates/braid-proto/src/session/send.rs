@@ -7,7 +7,7 @@
 
 use super::{SentMeta, Session, Transmit, TransmitKind};
 use crate::link::{LinkId, OUTER_OVERHEAD};
-use crate::recovery::{Repair, xor_into};
+use crate::recovery::Repair;
 use crate::scheduler::{LinkView, MinDelay, Scheduler};
 use crate::seq;
 use crate::time::Instant;
@@ -59,8 +59,8 @@ impl Session {
                         return Some(t);
                     }
                 }
-                Repair::Code { coverage } => {
-                    if let Some(t) = self.send_coded(now, buf, &coverage, None) {
+                Repair::Code { kind, coverage } => {
+                    if let Some(t) = self.send_coded(now, buf, kind, &coverage, None) {
                         return Some(t);
                     }
                 }
@@ -79,8 +79,8 @@ impl Session {
                 .map(|s| (s.tx.id, s.tx.loss()))
                 .collect();
             for (id, loss) in empty {
-                if let Some(cov) = self.recovery.poll_opportunistic(now, id, loss)
-                    && let Some(t) = self.send_coded(now, buf, &cov, Some(id))
+                if let Some((kind, cov)) = self.recovery.poll_opportunistic(now, id, loss)
+                    && let Some(t) = self.send_coded(now, buf, kind, &cov, Some(id))
                 {
                     return Some(t);
                 }
@@ -193,42 +193,42 @@ impl Session {
         Some(Transmit { link, destination, len: n + m, kind })
     }
 
-    /// Builds and sends a coded packet over `coverage` on `link` (or the fastest link).
+    /// Builds and sends a coded packet of `kind` over `coverage` on `link` (or the fastest link).
     fn send_coded(
         &mut self,
         now: Instant,
         buf: &mut [u8],
+        kind: CodeKind,
         coverage: &Coverage,
         link: Option<LinkId>,
     ) -> Option<Transmit> {
-        let members = coverage.members();
-        let mut payload = Vec::new();
-        let mut len_xor = 0u16;
-        for &m in &members {
-            let Some(st) = self.sent.get(m) else {
-                // A member left the store (age or count bound): this repair cannot be built, and the
-                // scheme must not keep asking for it.
-                self.stats.coded_unbuildable += 1;
-                let floor = self.sent.base().max(self.peer_cum_ack);
-                self.recovery.on_ack(now, floor);
-                return None;
-            };
-            if st.packet.len() > payload.len() {
-                payload.resize(st.packet.len(), 0);
+        let seqs = coverage.members();
+        let mut members: Vec<(u64, &[u8])> = Vec::with_capacity(seqs.len());
+        for &m in &seqs {
+            match self.sent.get(m) {
+                Some(st) => members.push((m, &st.packet[..])),
+                None => {
+                    // A member left the store (age or count bound): this repair cannot be built,
+                    // and the scheme must not keep asking for it.
+                    self.stats.coded_unbuildable += 1;
+                    let floor = self.sent.base().max(self.peer_cum_ack);
+                    self.recovery.on_ack(now, floor);
+                    return None;
+                }
             }
-            xor_into(&mut payload, &st.packet);
-            len_xor ^= st.packet.len() as u16;
         }
+        let encoder = &mut self.encoders.iter_mut().find(|(k, _)| *k == kind)?.1;
+        let (payload, len_field) = encoder.encode(coverage, &members)?;
         if payload.is_empty() {
             return None;
         }
         let body = CodedRepr {
-            kind: CodeKind::Xor,
+            kind,
             base: seq::truncate(coverage.base),
             span: coverage.span,
             degree: coverage.degree,
             seed: coverage.seed,
-            len_xor,
+            len_xor: len_field,
             payload: &payload,
         };
         let size = HEADER_LEN + body.len();

@@ -20,6 +20,9 @@ pub enum CodeKind {
 }
 
 impl CodeKind {
+    /// Every code braid knows; the receiver keeps a decoder for each.
+    pub const ALL: &'static [CodeKind] = &[CodeKind::Xor];
+
     fn code(self) -> u8 {
         match self {
             CodeKind::Xor => 1,
