@@ -15,10 +15,11 @@ use crate::host::{self, FlowEvent, FlowId, HostConfig, TcpHost, Transfer};
 use crate::link::{Delivery, Enqueue, LinkModel};
 use crate::results::{FlowRecord, LinkResult, RunResult};
 use crate::scenario::{
-    Congestion, Direction, Recovery, Scenario, SchedulerKind as ScenarioScheduler, SchemeKind, SchemeSpec, WorkloadSpec,
+    Congestion, Direction, Recovery, Scenario, SchedulerKind as ScenarioScheduler, SchemeKind, SchemeSpec, Weights,
+    WorkloadSpec,
 };
 use braid_proto::link::{LinkId, OUTER_OVERHEAD};
-use braid_proto::session::{HoldConfig, LinkConfig, Role, Session, SessionConfig, TransmitKind};
+use braid_proto::session::{Event, HoldConfig, LinkConfig, Role, Session, SessionConfig, TransmitKind};
 use braid_proto::{Instant, RecoveryKind, SchedulerKind};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -74,6 +75,7 @@ pub fn engine_scheme(s: &SchemeSpec) -> Result<(RecoveryKind, SchedulerKind), Si
         ScenarioScheduler::MinDelay => SchedulerKind::MinDelay,
         ScenarioScheduler::Single => SchedulerKind::Single,
         ScenarioScheduler::RoundRobin => SchedulerKind::RoundRobin,
+        ScenarioScheduler::Wrr => SchedulerKind::Wrr { auto: !matches!(s.weights, Some(Weights::Fixed(_))) },
         other => return Err(unsupported(format!("scheduler {other}"))),
     };
     Ok((r, k))
@@ -132,6 +134,8 @@ struct World<'a> {
     end: Instant,
     server_addr: SocketAddr,
     client_addrs: Vec<SocketAddr>,
+    /// Operator weights per link for `wrr` (NATALIE), applied to both ends' links.
+    weights: Vec<u32>,
     buf: Vec<u8>,
     datagrams: u64,
     bytes_on_air: u64,
@@ -164,12 +168,20 @@ impl<'a> World<'a> {
             c.hold = HoldConfig { fixed: scheme.hold, ..HoldConfig::default() };
             c
         };
+        // Scenario weights are relative numbers; the engine takes integers, so keep two decimals.
+        let weights: Vec<u32> = match &scheme.weights {
+            Some(Weights::Fixed(w)) => {
+                w.iter().map(|x| (x * 100.0).round().clamp(0.0, f64::from(u32::MAX)) as u32).collect()
+            }
+            _ => vec![1; sc.links.len()],
+        };
         let client_links: Vec<LinkConfig> = sc
             .links
             .iter()
             .enumerate()
-            .map(|(i, l)| {
-                LinkConfig::new(
+            .map(|(i, l)| LinkConfig {
+                weight: weights.get(i).copied().unwrap_or(1),
+                ..LinkConfig::new(
                     LinkId(i as u8),
                     Some(server_addr),
                     l.up.rate.mean_kbps() * 1e3,
@@ -226,6 +238,7 @@ impl<'a> World<'a> {
             end,
             server_addr,
             client_addrs,
+            weights,
             buf: vec![0u8; 4096],
             datagrams: 0,
             bytes_on_air: 0,
@@ -437,6 +450,15 @@ impl<'a> World<'a> {
                     self.web.handle_packet(self.now, &p);
                 }
                 moved = true;
+            }
+            while self.client.poll_event().is_some() {}
+            while let Some(ev) = self.server.poll_event() {
+                // The server learns the vehicle's links from traffic; give each its operator weight.
+                if let Event::LinkAddress(id, _) = ev
+                    && let Some(&w) = self.weights.get(id.0 as usize)
+                {
+                    self.server.set_link_weight(id, w);
+                }
             }
             for host in [&mut self.rider, &mut self.web] {
                 while let Some(ev) = host.poll_event() {

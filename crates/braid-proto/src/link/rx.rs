@@ -10,8 +10,14 @@ use std::time::Duration;
 /// (Gilbert-Elliott), and OEC's degree must shrink while a burst lasts or every coded packet
 /// covers several missing packets and recovers nothing, so the average is short: 1/8.
 const LOSS_GAIN: f64 = 1.0 / 8.0;
-/// d + δ EWMA gain per qualifying sample (PluriBus 5.3, "running exponential average").
+/// d + δ EWMA gain per qualifying sample (PluriBus 5.3, "running exponential average") when the
+/// sample is below the average.
 const OWD_GAIN: f64 = 1.0 / 8.0;
+/// Gain when the sample is above the average. d + δ is the delay of an *empty* queue; PluriBus
+/// filters out queued samples by their spacing, which relies on the capacity estimate, and a
+/// stale estimate lets a standing queue leak in. Rising slowly keeps the average at the floor
+/// (queues only ever add delay) while still following a genuinely longer path.
+const OWD_GAIN_UP: f64 = 1.0 / 64.0;
 /// Capacity measurement interval (PluriBus 5.2).
 pub const CAPACITY_INTERVAL: Duration = Duration::from_millis(500);
 /// Consecutive qualifying intervals on one side of the estimate needed to move it (PluriBus 5.2).
@@ -20,6 +26,21 @@ const CAPACITY_STREAK: usize = 3;
 /// sends at the estimated rate (PluriBus 5.2 "our sending rate equals at least our estimated
 /// capacity"), so requiring strictly more would make downgrades depend on timer noise.
 const CAPACITY_QUALIFY: f64 = 0.97;
+/// An interval also counts when the sender outpaced the receiver by this factor: the bottleneck
+/// queue grew, so the receive rate is the drain rate (packet-train dispersion). PluriBus 5.2 needs
+/// OEC's capacity-filling traffic to downgrade an estimate that is too high; with other schemes
+/// (e.g. `wrr` without coding) the sender never reaches the stale estimate, and without this rule
+/// the estimate would never come down when cross traffic takes part of a link.
+const CAPACITY_OUTPACED: f64 = 1.10;
+/// An interval also counts when packets queued at the bottleneck throughout it: a standing queue
+/// means the link drained as fast as it could, so the receive rate is its capacity even though,
+/// with ACK-clocked senders, send and receive rates are equal. Measured as the mean one-way delay
+/// above the empty-queue delay d + δ (PluriBus 5.3), in µs.
+const STANDING_QUEUE_US: f64 = 5_000.0;
+/// The delay floor for the standing-queue test is the minimum over the last one to two of these
+/// spans. An average of d + δ absorbs a queue that never drains; a windowed minimum only does so
+/// once the queue has stood for the whole window.
+const FLOOR_BUCKET: Duration = Duration::from_secs(5);
 
 /// What the receiver learned from one datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +63,8 @@ pub struct RxEstimator {
     last_arrival: Option<Instant>,
     last_timestamp: u32,
     capacity_bps: f64,
+    /// Windowed minimum of `recv - send` (µs offsets from `owd_base`): current and previous bucket.
+    floor: (f64, f64, Option<Instant>),
     interval: Interval,
     streak: Vec<f64>,
     streak_above: bool,
@@ -57,6 +80,7 @@ struct Interval {
     first_send: u32,
     last_send: u32,
     last_recv: Instant,
+    queue_us_sum: f64,
 }
 
 impl RxEstimator {
@@ -72,6 +96,7 @@ impl RxEstimator {
             last_arrival: None,
             last_timestamp: 0,
             capacity_bps: bootstrap_bps.max(0.0),
+            floor: (f64::INFINITY, f64::INFINITY, None),
             interval: Interval::default(),
             streak: Vec::with_capacity(CAPACITY_STREAK),
             streak_above: false,
@@ -104,11 +129,29 @@ impl RxEstimator {
             }
         }
         self.received += 1;
+        let queued_us = self.standing_sample(now, timestamp);
         self.update_owd(now, timestamp, size);
-        self.update_capacity(now, timestamp, size, newly_lost);
+        self.update_capacity(now, timestamp, size, newly_lost, queued_us);
         self.last_arrival = Some(now);
         self.last_timestamp = timestamp;
         RxSample { link_seq, newly_lost }
+    }
+
+    /// How far this packet's delay is above the recent floor, µs (for the standing-queue test).
+    fn standing_sample(&mut self, now: Instant, timestamp: u32) -> f64 {
+        let Some(base) = self.owd_base else { return 0.0 };
+        let d = f64::from(now.wire_timestamp().wrapping_sub(timestamp).wrapping_sub(base) as i32);
+        let (cur, prev, since) = &mut self.floor;
+        match since {
+            Some(t) if now < *t + FLOOR_BUCKET => {}
+            _ => {
+                *prev = *cur;
+                *cur = f64::INFINITY;
+                *since = Some(now);
+            }
+        }
+        *cur = cur.min(d);
+        (d - cur.min(*prev)).max(0.0)
     }
 
     /// PluriBus 5.3: average `recv - send - size/capacity` over packets that likely met an empty
@@ -131,7 +174,8 @@ impl RxEstimator {
             Some(base) => {
                 // Average offsets from the first sample, so the u32 wrap never splits the average.
                 let off = f64::from(sample.wrapping_sub(base) as i32);
-                self.owd_avg += OWD_GAIN * (off - self.owd_avg);
+                let gain = if off < self.owd_avg { OWD_GAIN } else { OWD_GAIN_UP };
+                self.owd_avg += gain * (off - self.owd_avg);
             }
         }
     }
@@ -139,7 +183,7 @@ impl RxEstimator {
     /// PluriBus 5.2: compare receive and send rates over fixed intervals; intervals where the sender
     /// sent at least at the current estimate count, and three in a row above (below) it move the
     /// estimate to their median.
-    fn update_capacity(&mut self, now: Instant, timestamp: u32, size: usize, newly_lost: u64) {
+    fn update_capacity(&mut self, now: Instant, timestamp: u32, size: usize, newly_lost: u64, queued_us: f64) {
         let iv = &mut self.interval;
         if let Some(start) = iv.start
             && now - start >= CAPACITY_INTERVAL
@@ -158,6 +202,7 @@ impl RxEstimator {
                 first_send: timestamp,
                 last_send: timestamp,
                 last_recv: now,
+                queue_us_sum: queued_us,
             };
             return;
         }
@@ -166,6 +211,7 @@ impl RxEstimator {
         iv.lost_packets += newly_lost;
         iv.last_send = timestamp;
         iv.last_recv = now;
+        iv.queue_us_sum += queued_us;
     }
 
     fn close_interval(&mut self, iv: &Interval) {
@@ -184,7 +230,8 @@ impl RxEstimator {
         let bits = ((iv.bytes - iv.first_size) as f64 + iv.lost_packets as f64 * mean) * 8.0;
         let recv_bps = bits * 1e6 / recv_us;
         let send_bps = if send_us > 0.0 { bits * 1e6 / send_us } else { f64::INFINITY };
-        if send_bps < CAPACITY_QUALIFY * self.capacity_bps {
+        let standing = iv.queue_us_sum / iv.packets as f64 >= STANDING_QUEUE_US;
+        if send_bps < CAPACITY_QUALIFY * self.capacity_bps && send_bps < CAPACITY_OUTPACED * recv_bps && !standing {
             return;
         }
         let above = recv_bps > self.capacity_bps;
@@ -324,6 +371,33 @@ mod tests {
         let mut e = RxEstimator::new(1e6);
         feed(&mut e, 300, 1250, 100_000, 1e6, 10_000, 0, |_| false);
         assert_eq!(e.capacity_bps(), 1e6);
+    }
+
+    #[test]
+    fn capacity_comes_down_when_the_sender_outpaces_the_link_below_the_estimate() {
+        // Estimate 10 Mbit/s; cross traffic leaves 3 Mbit/s; we send at 4 Mbit/s (never near the
+        // stale estimate, so PluriBus' rule alone would keep 10).
+        let mut e = RxEstimator::new(10e6);
+        feed(&mut e, 1500, 1250, 2_500, 3e6, 10_000, 0, |_| false);
+        let c = e.capacity_bps();
+        assert!((c - 3e6).abs() < 0.15e6, "capacity {c}");
+    }
+
+    #[test]
+    fn capacity_comes_down_under_a_standing_queue_at_equal_send_and_receive_rates() {
+        // An ACK-clocked sender: first a burst fills the queue, then it sends exactly at the
+        // 3 Mbit/s the link drains, so send rate == receive rate while the queue stands.
+        let mut e = RxEstimator::new(10e6);
+        feed(&mut e, 40, 1250, 0, 3e6, 10_000, 0, |_| false); // fills a 130 ms queue
+        // Steady sending starts right behind the burst, so its 40 packets stay queued ahead.
+        let mut link_free = 40 * 3_334u64;
+        for i in 40..2000u64 {
+            let sent = (i - 40) * 3_334;
+            link_free = link_free.max(sent) + 3_334;
+            e.handle(Instant::from_micros(link_free + 10_000), seq::truncate(i), sent as u32, 1250);
+        }
+        let c = e.capacity_bps();
+        assert!((c - 3e6).abs() < 0.15e6, "capacity {c}");
     }
 
     #[test]

@@ -4,10 +4,12 @@
 mod min_delay;
 mod round_robin;
 mod single;
+mod wrr;
 
 pub use min_delay::MinDelay;
 pub use round_robin::RoundRobin;
 pub use single::Single;
+pub use wrr::{Wrr, natalie_weights};
 
 use crate::link::LinkId;
 use crate::time::Instant;
@@ -48,6 +50,11 @@ pub enum SchedulerKind {
     Single,
     /// Links in turn regardless of their properties (TEQL; a baseline).
     RoundRobin,
+    /// Weighted round robin (NATALIE): operator weights, or `auto` from measured bandwidth.
+    Wrr {
+        /// Weights from measured available bandwidth (NATALIE's auto-weighting).
+        auto: bool,
+    },
 }
 
 impl SchedulerKind {
@@ -57,11 +64,13 @@ impl SchedulerKind {
             SchedulerKind::MinDelay => "min-delay",
             SchedulerKind::Single => "single",
             SchedulerKind::RoundRobin => "round-robin",
+            SchedulerKind::Wrr { auto: false } => "wrr",
+            SchedulerKind::Wrr { auto: true } => "wrr-auto",
         }
     }
 
     /// Every name [`FromStr`] accepts.
-    pub const NAMES: &'static [&'static str] = &["min-delay", "single", "round-robin"];
+    pub const NAMES: &'static [&'static str] = &["min-delay", "single", "round-robin", "wrr", "wrr-auto"];
 }
 
 impl fmt::Display for SchedulerKind {
@@ -72,7 +81,7 @@ impl fmt::Display for SchedulerKind {
 
 /// A scheduler name that braid does not know.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown scheduler {0:?}: expected one of min-delay, single, round-robin")]
+#[error("unknown scheduler {0:?}: expected one of min-delay, single, round-robin, wrr, wrr-auto")]
 pub struct UnknownScheduler(pub String);
 
 impl FromStr for SchedulerKind {
@@ -82,6 +91,8 @@ impl FromStr for SchedulerKind {
             "min-delay" => SchedulerKind::MinDelay,
             "single" => SchedulerKind::Single,
             "round-robin" => SchedulerKind::RoundRobin,
+            "wrr" => SchedulerKind::Wrr { auto: false },
+            "wrr-auto" => SchedulerKind::Wrr { auto: true },
             other => return Err(UnknownScheduler(other.to_string())),
         })
     }
@@ -93,6 +104,7 @@ pub fn build(kind: SchedulerKind) -> Box<dyn Scheduler> {
         SchedulerKind::MinDelay => Box::new(MinDelay),
         SchedulerKind::Single => Box::new(Single::default()),
         SchedulerKind::RoundRobin => Box::new(RoundRobin::default()),
+        SchedulerKind::Wrr { auto } => Box::new(Wrr::new(auto)),
     }
 }
 
