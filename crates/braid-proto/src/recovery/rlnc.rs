@@ -85,12 +85,15 @@ impl Encoder for RlncEncoder {
     }
 }
 
+/// A sparse coefficient vector: `(missing sequence number, nonzero coefficient)`, ascending.
+type Cols = Vec<(u64, u8)>;
+
 /// One kept equation: `Σ cols · s = data`, with coefficient 1 on `pivot`, and no other row's
 /// pivot among its columns (reduced row echelon form).
 #[derive(Debug, Clone)]
 struct Row {
     /// Missing members and their coefficients, ascending, all nonzero.
-    cols: Vec<(u64, u8)>,
+    cols: Cols,
     pivot: u64,
     /// `len (BE) ‖ payload`, the combination of the unknowns' symbol strings.
     data: Vec<u8>,
@@ -103,7 +106,7 @@ fn coef(cols: &[(u64, u8)], seq: u64) -> u8 {
 }
 
 /// `a - c · b` (= `a + c · b` in GF(2^8)) on sparse coefficient vectors, zeros dropped.
-fn combine(a: &[(u64, u8)], b: &[(u64, u8)], c: u8) -> Vec<(u64, u8)> {
+fn combine(a: &[(u64, u8)], b: &[(u64, u8)], c: u8) -> Cols {
     let mut out = Vec::with_capacity(a.len() + b.len());
     let (mut i, mut j) = (0, 0);
     while i < a.len() || j < b.len() {
@@ -196,7 +199,7 @@ impl RlncDecoder {
 
     /// Reduces `cols` by the kept rows (coefficients only); returns the reduced vector and the
     /// `(row index, factor)` steps taken, to be replayed on the payload.
-    fn reduce_cols(&self, mut cols: Vec<(u64, u8)>) -> (Vec<(u64, u8)>, Vec<(usize, u8)>) {
+    fn reduce_cols(&self, mut cols: Cols) -> (Cols, Vec<(usize, u8)>) {
         let mut steps = Vec::new();
         for (i, r) in self.rows.iter().enumerate() {
             let c = coef(&cols, r.pivot);
@@ -210,7 +213,7 @@ impl RlncDecoder {
 
     /// Adds an equation, reducing it by the kept rows and eliminating its pivot from them. Returns
     /// whether it was innovative (false: redundant, and counted as discarded if inconsistent).
-    fn insert(&mut self, cols: Vec<(u64, u8)>, mut data: Vec<u8>, arrived: Instant) -> bool {
+    fn insert(&mut self, cols: Cols, mut data: Vec<u8>, arrived: Instant) -> bool {
         let (mut cols, steps) = self.reduce_cols(cols);
         for (i, c) in steps {
             mul_add_grow(&mut data, &self.rows[i].data, c);
@@ -304,7 +307,7 @@ impl Decoder for RlncDecoder {
         let members = coverage.members();
         let coefs = rlnc_coefficients(coverage, members.len());
         let mut have: Vec<(&[u8], u8)> = Vec::new();
-        let mut cols: Vec<(u64, u8)> = Vec::new();
+        let mut cols: Cols = Vec::new();
         for (&seq, &c) in members.iter().zip(&coefs) {
             match known(seq) {
                 Known::Have(p) => {
