@@ -17,6 +17,14 @@
 //! serving any hole, so a lost repair costs nothing specific. The span stops at the last reported
 //! hole, so packets the receiver has not yet missed (newer ones) do not join the system of
 //! equations it must solve before the oldest hole, the one blocking in-order delivery, comes back.
+//!
+//! No stopping rule: like OEC, the sender codes for as long as W is not empty, instead of stopping
+//! once the repairs sent exceed the expected losses plus a margin. Coded packets only ever take
+//! spare capacity, so stopping early saves nothing data needs, and the tail of a burst (whose
+//! losses the sender learns of only an RTT later) is exactly where extra repairs pay. Measured on
+//! the Fig. 10 sweep (10 runs each): RLNC's overhead is 16.9-20.5x bytes on the air per byte
+//! delivered against OEC's 16.8-21.6x, and its receivers find more than 99.9 % of coded packets
+//! useless, which the decoder rejects from their coefficients alone without touching the payload.
 
 use super::{RecoveryKind, RecoverySender};
 use crate::link::LinkId;
