@@ -69,6 +69,7 @@ pub fn engine_scheme(s: &SchemeSpec) -> Result<(RecoveryKind, SchedulerKind), Si
         Recovery::Fec => RecoveryKind::Fec { percent: s.fec_percent.unwrap_or(10.0) },
         Recovery::Dup => RecoveryKind::Dup,
         Recovery::Oec => RecoveryKind::Oec,
+        Recovery::Rlnc => RecoveryKind::Rlnc,
         other => return Err(unsupported(format!("recovery {other}"))),
     };
     let k = match scheduler {

@@ -6,9 +6,12 @@ mod arq;
 pub mod codec;
 mod dup;
 mod fec;
+pub mod gf256;
 mod nack;
 mod none;
 mod oec;
+mod rlnc;
+mod rlnc_sender;
 mod xor;
 
 pub use arq::Arq;
@@ -18,6 +21,8 @@ pub use fec::Fec;
 pub use nack::NackTracker;
 pub use none::NoRecovery;
 pub use oec::{Oec, expected_yield, greedy_degree};
+pub use rlnc::{MAX_MEMBERS, MAX_UNKNOWNS, RlncDecoder, RlncEncoder, rlnc_coefficients};
+pub use rlnc_sender::RlncSender;
 pub use xor::{Known, XorDecoder, XorEncoder, xor_into};
 
 use crate::link::LinkId;
@@ -42,6 +47,8 @@ pub enum RecoveryKind {
     Dup,
     /// Opportunistic erasure coding (PluriBus 4, 5.1).
     Oec,
+    /// Opportunistic sliding-window random linear coding over GF(2^8) (RFC 8681 style).
+    Rlnc,
 }
 
 impl RecoveryKind {
@@ -53,11 +60,12 @@ impl RecoveryKind {
             RecoveryKind::Fec { .. } => "fec",
             RecoveryKind::Dup => "dup",
             RecoveryKind::Oec => "oec",
+            RecoveryKind::Rlnc => "rlnc",
         }
     }
 
     /// Every name [`FromStr`] accepts.
-    pub const NAMES: &'static [&'static str] = &["none", "arq", "fec", "dup", "oec"];
+    pub const NAMES: &'static [&'static str] = &["none", "arq", "fec", "dup", "oec", "rlnc"];
 }
 
 impl fmt::Display for RecoveryKind {
@@ -71,18 +79,19 @@ impl fmt::Display for RecoveryKind {
 
 /// A recovery name that braid does not know, or a `fec` without its redundancy.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown recovery scheme {0:?}: expected one of none, arq, fec<K> (e.g. fec10), dup, oec")]
+#[error("unknown recovery scheme {0:?}: expected one of none, arq, fec<K> (e.g. fec10), dup, oec, rlnc")]
 pub struct UnknownRecovery(pub String);
 
 impl FromStr for RecoveryKind {
     type Err = UnknownRecovery;
-    /// Accepts `none`, `arq`, `dup`, `oec`, and `fec<K>` / `fec:<K>` with K the redundancy percent.
+    /// Accepts `none`, `arq`, `dup`, `oec`, `rlnc`, and `fec<K>` / `fec:<K>` with K the redundancy percent.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Ok(match s {
             "none" => RecoveryKind::None,
             "arq" => RecoveryKind::Arq,
             "dup" => RecoveryKind::Dup,
             "oec" => RecoveryKind::Oec,
+            "rlnc" => RecoveryKind::Rlnc,
             _ => {
                 let k = s.strip_prefix("fec").map(|r| r.trim_start_matches(':'));
                 match k.and_then(|k| k.parse::<f64>().ok()) {
@@ -179,6 +188,7 @@ pub fn build(kind: RecoveryKind, seed: u64) -> Box<dyn RecoverySender> {
         RecoveryKind::Fec { percent } => Box::new(Fec::new(percent)),
         RecoveryKind::Dup => Box::new(Dup::default()),
         RecoveryKind::Oec => Box::new(Oec::new(seed)),
+        RecoveryKind::Rlnc => Box::new(RlncSender::new(seed)),
     }
 }
 
@@ -189,6 +199,7 @@ mod tests {
     #[test]
     fn names_parse() {
         assert_eq!("oec".parse::<RecoveryKind>().unwrap(), RecoveryKind::Oec);
+        assert_eq!("rlnc".parse::<RecoveryKind>().unwrap(), RecoveryKind::Rlnc);
         assert_eq!("fec10".parse::<RecoveryKind>().unwrap(), RecoveryKind::Fec { percent: 10.0 });
         assert_eq!("fec:100".parse::<RecoveryKind>().unwrap(), RecoveryKind::Fec { percent: 100.0 });
         assert!("fec".parse::<RecoveryKind>().is_err());

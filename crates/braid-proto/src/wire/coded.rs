@@ -17,21 +17,27 @@ pub(crate) const CODED_FIELDS_LEN: usize = 1 + 3 + 2 + 2 + 2 + 2;
 pub enum CodeKind {
     /// XOR of the covered packets (OEC, FEC): recovers one missing packet.
     Xor,
+    /// A random linear combination over GF(2^8) of the covered packets (`rlnc`, RFC 8681 style):
+    /// coefficients come from the coverage (see [`crate::recovery::rlnc_coefficients`]), and any
+    /// k such packets recover any k missing members with high probability.
+    Rlnc,
 }
 
 impl CodeKind {
     /// Every code braid knows; the receiver keeps a decoder for each.
-    pub const ALL: &'static [CodeKind] = &[CodeKind::Xor];
+    pub const ALL: &'static [CodeKind] = &[CodeKind::Xor, CodeKind::Rlnc];
 
     fn code(self) -> u8 {
         match self {
             CodeKind::Xor => 1,
+            CodeKind::Rlnc => 2,
         }
     }
 
     fn from_code(c: u8) -> Result<Self, WireError> {
         match c {
             1 => Ok(CodeKind::Xor),
+            2 => Ok(CodeKind::Rlnc),
             _ => Err(WireError::Invalid { field: "code kind", why: "unknown code" }),
         }
     }
@@ -93,11 +99,12 @@ impl Coverage {
 
 /// SplitMix64 (Steele, Lea, Flood 2014): tiny, fast, and fixed forever as part of the wire format,
 /// so a coverage means the same set in every version of braid (a general-purpose RNG crate makes no
-/// such promise).
-struct SplitMix64(u64);
+/// such promise). Also draws `rlnc`'s coefficients.
+pub(crate) struct SplitMix64(pub(crate) u64);
 
 impl SplitMix64 {
-    fn next(&mut self) -> u64 {
+    /// The next 64 random bits.
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -125,7 +132,11 @@ pub struct CodedRepr<'a> {
     pub degree: u16,
     /// Member-selection seed.
     pub seed: u16,
-    /// XOR of the covered packets' lengths, so a recovered packet gets its true length back.
+    /// The same combination of the covered packets' lengths, so a recovered packet gets its true
+    /// length back: their XOR for [`CodeKind::Xor`]; for [`CodeKind::Rlnc`] the first two coded
+    /// symbols of `len (16-bit BE) ‖ packet`, i.e. the GF(2^8) combination of the lengths' high and
+    /// low bytes (carrying them here keeps the payload no longer than the longest member, so the
+    /// TUN MTU is the same for every code).
     pub len_xor: u16,
     /// The combination of the covered packets, each zero-padded to the longest.
     pub payload: &'a [u8],

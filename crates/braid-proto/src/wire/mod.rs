@@ -28,6 +28,7 @@ mod feedback;
 mod header;
 mod probe;
 
+pub(crate) use coded::SplitMix64;
 pub use coded::{CodeKind, CodedRepr, Coverage};
 pub use feedback::{FeedbackRepr, LinkReport, NackRange};
 pub use header::{Header, PacketType};
