@@ -242,7 +242,8 @@ fn tunnel_survives_uplink_changes() {
     at(5.0);
     tb.ns(
         &van,
-        "ip addr add 10.1.2.3/24 dev vb0 && ip addr del 10.1.2.2/24 dev vb0 && \
+        // As a modem reconnecting: the old address goes, a new one comes, the route is re-added.
+        "ip addr del 10.1.2.2/24 dev vb0 && ip addr add 10.1.2.3/24 dev vb0 && \
          ip route replace 192.0.2.1 via 10.1.2.1 dev vb0 metric 20",
     );
     println!("{:5.1} s: uplink b readdressed 10.1.2.2 -> 10.1.2.3", start.elapsed().as_secs_f64());

@@ -330,13 +330,13 @@ scheduler = "min-delay"
     #[test]
     fn unknown_key_is_named_with_its_line() {
         let e = err(&CLIENT.replace("up_kbps = 2000", "up_kbs = 2000"));
-        assert!(e.contains("up_kbs") && e.contains("line 8"), "{e}");
+        assert!(e.contains("up_kbs") && e.contains("line 7"), "{e}");
     }
 
     #[test]
     fn bad_values_are_named() {
         let e = err(&CLIENT.replace("\"oec\"", "\"zip\""));
-        assert!(e.contains("zip") && e.contains("line 14"), "{e}");
+        assert!(e.contains("zip") && e.contains("line 12"), "{e}");
         let e = err(&CLIENT.replace("10.77.0.2/24", "10.77.0.2"));
         assert!(e.contains("ADDRESS/PREFIX"), "{e}");
         let e = err(&CLIENT.replace("name = \"wifi\"", "name = \"lte1\""));
