@@ -120,7 +120,7 @@ impl Client {
     async fn run(&mut self, mut rx: mpsc::Receiver<Input>) {
         let mut idle_spins = 0u32;
         loop {
-            let deadline = self.session.poll_timeout().map(|t| self.clock.to_tokio(t));
+            let deadline = self.session.poll_timeout().map(|t| self.clock.tokio_instant(t));
             let first = tokio::select! {
                 i = rx.recv() => match i { Some(i) => Some(i), None => return },
                 _ = sleep_until(deadline) => None,

@@ -38,7 +38,7 @@ impl Clock {
     }
 
     /// The tokio instant of an engine instant.
-    pub fn to_tokio(&self, t: braid_proto::Instant) -> tokio::time::Instant {
+    pub fn tokio_instant(&self, t: braid_proto::Instant) -> tokio::time::Instant {
         tokio::time::Instant::from_std(self.origin + std::time::Duration::from_micros(t.as_micros()))
     }
 }

@@ -113,7 +113,7 @@ impl Server {
             let deadline = next.map_or(self.next_housekeeping, |n| n.min(self.next_housekeeping));
             let first = tokio::select! {
                 i = rx.recv() => match i { Some(i) => Some(i), None => return },
-                _ = sleep_until(Some(self.clock.to_tokio(deadline))) => None,
+                _ = sleep_until(Some(self.clock.tokio_instant(deadline))) => None,
             };
             let mut inputs = first.into_iter().collect::<Vec<_>>();
             while inputs.len() < 64
