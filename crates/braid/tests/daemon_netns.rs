@@ -300,4 +300,14 @@ fn tunnel_survives_uplink_changes() {
         "python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:9477/metrics').read().decode())\"",
     );
     assert!(metrics.contains("braid_uplink_rtt_seconds{"), "{metrics}");
+
+    // SIGTERM stops both cleanly: exit 0 and the control socket removed.
+    for (i, side) in [(1, "client"), (0, "server")] {
+        let pid = tb.children[i].id().to_string();
+        run(&["kill", "-TERM", &pid]).expect("kill");
+        wait_for("a clean stop", Duration::from_secs(5), || tb.children[i].try_wait().ok().flatten().is_some());
+        let code = tb.children[i].try_wait().ok().flatten();
+        assert!(code.is_some_and(|c| c.success()), "{side} exit: {code:?}");
+        assert!(!dir.join(format!("{side}.sock")).exists(), "{side} left its control socket");
+    }
 }
