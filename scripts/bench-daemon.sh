@@ -93,15 +93,18 @@ EOT
 }
 
 run_wg() {
+  # The UAPI socket /var/run/wireguard/NAME.sock is shared by all namespaces: the ends need distinct names.
+  # wireguard-go refuses to run where the kernel has WireGuard unless told it is wanted.
+  umask 077
   wg genkey > "$TMP/ka"; wg pubkey < "$TMP/ka" > "$TMP/pa"
   wg genkey > "$TMP/kb"; wg pubkey < "$TMP/kb" > "$TMP/pb"
-  ip netns exec "$A" env WG_PROCESS_FOREGROUND=1 wireguard-go -f wg0 >/dev/null 2>&1 & local a=$!
-  ip netns exec "$B" env WG_PROCESS_FOREGROUND=1 wireguard-go -f wg0 >/dev/null 2>&1 & local b=$!
+  ip netns exec "$A" env WG_PROCESS_FOREGROUND=1 WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD=1 wireguard-go -f wga >/dev/null 2>&1 & local a=$!
+  ip netns exec "$B" env WG_PROCESS_FOREGROUND=1 WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD=1 wireguard-go -f wgb >/dev/null 2>&1 & local b=$!
   PIDS+=($a $b); sleep 1
-  ip netns exec "$A" wg set wg0 private-key "$TMP/ka" listen-port 51820 peer "$(cat "$TMP/pb")" allowed-ips 10.78.0.0/24 endpoint 10.1.1.1:51821
-  ip netns exec "$B" wg set wg0 private-key "$TMP/kb" listen-port 51821 peer "$(cat "$TMP/pa")" allowed-ips 10.78.0.0/24 endpoint 10.1.1.2:51820
-  ip -n "$A" addr add 10.78.0.2/24 dev wg0; ip -n "$A" link set wg0 up
-  ip -n "$B" addr add 10.78.0.1/24 dev wg0; ip -n "$B" link set wg0 up
+  ip netns exec "$A" wg set wga private-key "$TMP/ka" listen-port 51820 peer "$(cat "$TMP/pb")" allowed-ips 10.78.0.0/24 endpoint 10.1.1.1:51821
+  ip netns exec "$B" wg set wgb private-key "$TMP/kb" listen-port 51821 peer "$(cat "$TMP/pa")" allowed-ips 10.78.0.0/24 endpoint 10.1.1.2:51820
+  ip -n "$A" addr add 10.78.0.2/24 dev wga; ip -n "$A" link set wga up
+  ip -n "$B" addr add 10.78.0.1/24 dev wgb; ip -n "$B" link set wgb up
   ip netns exec "$A" ping -c 2 -i 0.2 -q 10.78.0.1 >/dev/null || echo "bench-daemon: wireguard tunnel not up" >&2
   RESULTS+=("wireguard-go $(measure 10.78.0.1 $a $b)")
   kill $a $b; wait $a $b 2>/dev/null || true
