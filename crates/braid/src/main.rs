@@ -1,9 +1,10 @@
 //! `braid`: one good link for everyone on board from several poor wireless uplinks.
 //!
-//! One binary: the simulator (`braid sim`), the demo (`braid demo`), and (to come) the gateway and
-//! server daemons. The engine is `braid-proto`; the simulator is `braid-sim`.
+//! One binary: the gateway and server daemons (`braid client`, `braid server`), their control
+//! commands (`braid status`, `braid set`), the simulator (`braid sim`) and the demo (`braid demo`). The engine is `braid-proto`; the simulator is `braid-sim`.
 
 mod cli;
+mod daemon;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -26,6 +27,14 @@ enum Command {
     Sim(cli::sim::SimArgs),
     /// Run braid's main job on its embedded default: the PluriBus bus scenario, all schemes.
     Demo(cli::sim::DemoArgs),
+    /// Run the vehicle gateway: carry the TUN device's packets over every uplink.
+    Client(cli::daemon::DaemonArgs),
+    /// Run the server: one session per vehicle, packets to and from its TUN device.
+    Server(cli::daemon::DaemonArgs),
+    /// Show a running daemon's sessions and uplinks.
+    Status(cli::daemon::StatusArgs),
+    /// Change a running daemon's settings without disturbing its traffic.
+    Set(cli::daemon::SetArgs),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +46,10 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Sim(a) => cli::sim::sim(a),
         Command::Demo(a) => cli::sim::demo(a),
+        Command::Client(a) => daemon::client::run(&a.config),
+        Command::Server(a) => daemon::server::run(&a.config),
+        Command::Status(a) => cli::daemon::status(a),
+        Command::Set(a) => cli::daemon::set(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,3 +1,4 @@
 //! Subcommands.
 
+pub mod daemon;
 pub mod sim;

@@ -1,0 +1,349 @@
+//! The daemons' configuration files (TOML).
+//!
+//! Every table refuses unknown keys (`deny_unknown_fields`) and every value that the engine would
+//! refuse is checked while parsing, so a bad file fails at start with the toml crate's message: the
+//! line, the column and the key.
+
+use anyhow::{Context, bail};
+use braid_proto::{RecoveryKind, SchedulerKind};
+use serde::Deserialize;
+use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+
+/// Outer IPv4 + UDP header bytes around every braid datagram.
+pub const OUTER_IPV4_UDP: usize = 28;
+/// Bytes kept free for the AEAD tag of the authenticated handshake to come, so that turning it on
+/// does not change the TUN MTU under running passengers.
+pub const AEAD_RESERVE: usize = 16;
+/// Path MTU assumed when the file does not say.
+pub const DEFAULT_PATH_MTU: u16 = 1500;
+
+/// `braid client` configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientConfig {
+    /// The server, `host:port`.
+    pub server: String,
+    /// The TUN device.
+    pub tun: TunConfig,
+    /// Path MTU of the uplinks (default 1500).
+    #[serde(default)]
+    pub path_mtu: Option<u16>,
+    /// One entry per uplink.
+    #[serde(default)]
+    pub uplink: Vec<UplinkConfig>,
+    /// Engine settings.
+    #[serde(default)]
+    pub session: SessionSettings,
+    /// Control socket path (default `/run/braid/client.sock`).
+    #[serde(default)]
+    pub control: Option<PathBuf>,
+    /// Prometheus endpoint address; off when absent.
+    #[serde(default)]
+    pub metrics: Option<SocketAddr>,
+}
+
+/// `braid server` configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// UDP address to listen on.
+    pub listen: SocketAddr,
+    /// The TUN device.
+    pub tun: TunConfig,
+    /// Path MTU (default 1500).
+    #[serde(default)]
+    pub path_mtu: Option<u16>,
+    /// Engine settings for what the server sends.
+    #[serde(default)]
+    pub session: SessionSettings,
+    /// Most sessions (vehicles) kept at once; a new session beyond it is refused.
+    #[serde(default = "default_max_sessions")]
+    pub max_sessions: usize,
+    /// A session that has received nothing for this long is dropped.
+    #[serde(default = "default_idle_s")]
+    pub session_idle_s: u64,
+    /// Control socket path (default `/run/braid/server.sock`).
+    #[serde(default)]
+    pub control: Option<PathBuf>,
+    /// Prometheus endpoint address; off when absent.
+    #[serde(default)]
+    pub metrics: Option<SocketAddr>,
+}
+
+fn default_max_sessions() -> usize {
+    1024
+}
+
+fn default_idle_s() -> u64 {
+    120
+}
+
+/// The TUN device.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TunConfig {
+    /// Interface name.
+    pub name: String,
+    /// IPv4 address with prefix length, e.g. `10.77.0.2/24`.
+    pub address: Ipv4Cidr,
+    /// MTU; computed from the path MTU and braid's overhead when absent.
+    #[serde(default)]
+    pub mtu: Option<u16>,
+}
+
+/// An IPv4 address and prefix length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct Ipv4Cidr {
+    /// The address.
+    pub addr: Ipv4Addr,
+    /// The prefix length.
+    pub prefix: u8,
+}
+
+impl TryFrom<String> for Ipv4Cidr {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        let (a, p) = s.split_once('/').ok_or_else(|| format!("{s:?} is not ADDRESS/PREFIX, e.g. 10.77.0.2/24"))?;
+        let addr: Ipv4Addr = a.parse().map_err(|_| format!("{a:?} is not an IPv4 address"))?;
+        let prefix: u8 = p.parse().ok().filter(|p| *p <= 32).ok_or_else(|| format!("prefix {p:?} is not 0..=32"))?;
+        Ok(Ipv4Cidr { addr, prefix })
+    }
+}
+
+/// One uplink of the client.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UplinkConfig {
+    /// Its name in status output and `braid set weight`.
+    pub name: String,
+    /// The network interface it sends through (SO_BINDTODEVICE).
+    pub interface: String,
+    /// Expected upload capacity, kbit/s: bootstraps the engine's estimate (0 = unknown).
+    #[serde(default)]
+    pub up_kbps: f64,
+    /// Expected download capacity, kbit/s.
+    #[serde(default)]
+    pub down_kbps: f64,
+    /// Scheduler weight.
+    #[serde(default = "default_weight")]
+    pub weight: u32,
+}
+
+fn default_weight() -> u32 {
+    1
+}
+
+/// Engine settings: the `[session]` table.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionSettings {
+    /// Loss-recovery scheme (`RecoveryKind::from_str`), default `oec`.
+    #[serde(default)]
+    pub recovery: Option<Recovery>,
+    /// Scheduler (`SchedulerKind::from_str`), default `min-delay`.
+    #[serde(default)]
+    pub scheduler: Option<Scheduler>,
+}
+
+impl SessionSettings {
+    /// The recovery scheme in force.
+    pub fn recovery(&self) -> RecoveryKind {
+        self.recovery.map_or(RecoveryKind::Oec, |r| r.0)
+    }
+
+    /// The scheduler in force.
+    pub fn scheduler(&self) -> SchedulerKind {
+        self.scheduler.map_or(SchedulerKind::MinDelay, |s| s.0)
+    }
+}
+
+/// A recovery scheme name, checked while parsing so the error carries the line.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(try_from = "String")]
+pub struct Recovery(pub RecoveryKind);
+
+impl TryFrom<String> for Recovery {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse().map(Recovery).map_err(|e| format!("{e}"))
+    }
+}
+
+/// A scheduler name, checked while parsing.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(try_from = "String")]
+pub struct Scheduler(pub SchedulerKind);
+
+impl TryFrom<String> for Scheduler {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse().map(Scheduler).map_err(|e| format!("{e}"))
+    }
+}
+
+/// The TUN MTU for a path MTU: what is left after the outer IPv4/UDP headers, braid's largest
+/// header and the AEAD reserve.
+pub fn tun_mtu_for(path_mtu: u16) -> Option<u16> {
+    let over = OUTER_IPV4_UDP + braid_proto::wire::MAX_CARRIER_OVERHEAD + AEAD_RESERVE;
+    usize::from(path_mtu).checked_sub(over).filter(|m| *m >= 576).map(|m| m as u16)
+}
+
+/// The TUN MTU in force: the configured one if it fits, else the computed one.
+fn effective_mtu(tun: &TunConfig, path_mtu: Option<u16>) -> anyhow::Result<u16> {
+    let path = path_mtu.unwrap_or(DEFAULT_PATH_MTU);
+    let max = tun_mtu_for(path).with_context(|| format!("path_mtu: {path} is too small for braid's overhead"))?;
+    match tun.mtu {
+        None => Ok(max),
+        Some(m) if m > max => {
+            bail!("tun.mtu: {m} exceeds {max}, the most a path MTU of {path} leaves after braid's overhead")
+        }
+        Some(m) if m < 576 => bail!("tun.mtu: {m} is below 576, the IPv4 minimum"),
+        Some(m) => Ok(m),
+    }
+}
+
+impl ClientConfig {
+    /// Reads and checks a client configuration file.
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        Self::parse(&text).with_context(|| format!("in {}", path.display()))
+    }
+
+    /// Parses and checks a client configuration.
+    pub fn parse(text: &str) -> anyhow::Result<Self> {
+        let c: ClientConfig = toml::from_str(text)?;
+        if c.uplink.is_empty() {
+            bail!("uplink: at least one [[uplink]] is needed");
+        }
+        if c.uplink.len() > braid_proto::wire::FeedbackRepr::MAX_LINKS {
+            bail!("uplink: at most {} uplinks", braid_proto::wire::FeedbackRepr::MAX_LINKS);
+        }
+        for (i, u) in c.uplink.iter().enumerate() {
+            if c.uplink[..i].iter().any(|o| o.name == u.name) {
+                bail!("uplink[{i}].name: {:?} is used twice", u.name);
+            }
+            if u.interface.is_empty() || u.interface.len() > 15 || u.interface.contains('/') {
+                bail!("uplink[{i}].interface: {:?} is not a Linux interface name", u.interface);
+            }
+            if !(u.up_kbps.is_finite() && u.up_kbps >= 0.0 && u.down_kbps.is_finite() && u.down_kbps >= 0.0) {
+                bail!("uplink[{i}]: up_kbps and down_kbps must be non-negative numbers");
+            }
+        }
+        c.server_addr()?;
+        c.mtu()?;
+        Ok(c)
+    }
+
+    /// The server's address, resolved.
+    pub fn server_addr(&self) -> anyhow::Result<SocketAddr> {
+        self.server
+            .to_socket_addrs()
+            .with_context(|| format!("server: {:?} is not host:port", self.server))?
+            .find(SocketAddr::is_ipv4)
+            .with_context(|| format!("server: {:?} has no IPv4 address", self.server))
+    }
+
+    /// The TUN MTU in force.
+    pub fn mtu(&self) -> anyhow::Result<u16> {
+        effective_mtu(&self.tun, self.path_mtu)
+    }
+
+    /// The control socket path.
+    pub fn control_path(&self) -> PathBuf {
+        self.control.clone().unwrap_or_else(|| PathBuf::from("/run/braid/client.sock"))
+    }
+}
+
+impl ServerConfig {
+    /// Reads and checks a server configuration file.
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        Self::parse(&text).with_context(|| format!("in {}", path.display()))
+    }
+
+    /// Parses and checks a server configuration.
+    pub fn parse(text: &str) -> anyhow::Result<Self> {
+        let c: ServerConfig = toml::from_str(text)?;
+        if c.max_sessions == 0 {
+            bail!("max_sessions: must be at least 1");
+        }
+        if c.session_idle_s == 0 {
+            bail!("session_idle_s: must be at least 1");
+        }
+        c.mtu()?;
+        Ok(c)
+    }
+
+    /// The TUN MTU in force.
+    pub fn mtu(&self) -> anyhow::Result<u16> {
+        effective_mtu(&self.tun, self.path_mtu)
+    }
+
+    /// The control socket path.
+    pub fn control_path(&self) -> PathBuf {
+        self.control.clone().unwrap_or_else(|| PathBuf::from("/run/braid/server.sock"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CLIENT: &str = r#"
+server = "192.0.2.1:7700"
+tun = { name = "braid0", address = "10.77.0.2/24" }
+[[uplink]]
+name = "lte1"
+interface = "wwan0"
+up_kbps = 2000
+[[uplink]]
+name = "wifi"
+interface = "wlan0"
+[session]
+recovery = "oec"
+scheduler = "min-delay"
+"#;
+
+    #[test]
+    fn client_example_parses() {
+        let c = ClientConfig::parse(CLIENT).unwrap();
+        assert_eq!(c.uplink.len(), 2);
+        assert_eq!(c.tun.address, Ipv4Cidr { addr: Ipv4Addr::new(10, 77, 0, 2), prefix: 24 });
+        assert_eq!(c.mtu().unwrap(), 1500 - 28 - braid_proto::wire::MAX_CARRIER_OVERHEAD as u16 - 16);
+        assert_eq!(c.session.recovery(), RecoveryKind::Oec);
+    }
+
+    #[test]
+    fn server_example_parses() {
+        let c =
+            ServerConfig::parse("listen = \"0.0.0.0:7700\"\ntun = { name = \"braid0\", address = \"10.77.0.1/24\" }\n")
+                .unwrap();
+        assert_eq!(c.max_sessions, 1024);
+    }
+
+    fn err(text: &str) -> String {
+        format!("{:#}", ClientConfig::parse(text).unwrap_err())
+    }
+
+    #[test]
+    fn unknown_key_is_named_with_its_line() {
+        let e = err(&CLIENT.replace("up_kbps = 2000", "up_kbs = 2000"));
+        assert!(e.contains("up_kbs") && e.contains("line 7"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let e = err(&CLIENT.replace("\"oec\"", "\"zip\""));
+        assert!(e.contains("zip") && e.contains("line 12"), "{e}");
+        let e = err(&CLIENT.replace("10.77.0.2/24", "10.77.0.2"));
+        assert!(e.contains("ADDRESS/PREFIX"), "{e}");
+        let e = err(&CLIENT.replace("name = \"wifi\"", "name = \"lte1\""));
+        assert!(e.contains("uplink[1].name"), "{e}");
+        let e = err(&CLIENT.replace("tun = { name = \"braid0\",", "tun = { mtu = 1500, name = \"braid0\","));
+        assert!(e.contains("tun.mtu"), "{e}");
+        let e = err(&CLIENT.replace("192.0.2.1:7700", "nowhere"));
+        assert!(e.contains("server"), "{e}");
+    }
+}

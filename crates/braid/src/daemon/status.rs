@@ -1,0 +1,225 @@
+//! What `braid status` shows and `/metrics` exports: a snapshot of the daemon, as JSON.
+
+use braid_proto::{LinkId, Session};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+/// The whole daemon.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct DaemonStatus {
+    /// "client" or "server".
+    pub role: String,
+    /// Seconds since start.
+    pub uptime_s: f64,
+    /// Datagrams dropped before reaching a session: unparsable headers, or a first datagram of an
+    /// unknown session that the engine refused (server).
+    pub garbage_datagrams: u64,
+    /// New sessions refused because `max_sessions` were open (server).
+    pub sessions_refused: u64,
+    /// Sessions dropped after being idle (server).
+    pub sessions_expired: u64,
+    /// Passenger packets from the TUN device that no session could take (server: unknown
+    /// destination with several sessions open).
+    pub unroutable_packets: u64,
+    /// Datagrams whose send failed (interface down, no route, ...).
+    pub send_errors: u64,
+    /// The sessions.
+    pub sessions: Vec<SessionStatus>,
+}
+
+/// One session.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SessionStatus {
+    /// 24-bit session id.
+    pub id: u32,
+    /// Recovery scheme in force for what this end sends.
+    pub recovery: String,
+    /// Scheduler in force.
+    pub scheduler: String,
+    /// Passenger packets taken from the TUN device.
+    pub tun_in: u64,
+    /// Passenger packets delivered to the TUN device.
+    pub delivered: u64,
+    /// Data packets sent, first transmissions.
+    pub data_sent: u64,
+    /// Data packets sent again.
+    pub data_resent: u64,
+    /// Coded packets sent.
+    pub coded_sent: u64,
+    /// Packets recovered from coded packets (the engine counts them per session, not per link).
+    pub recovered: u64,
+    /// Malformed datagrams dropped by the session.
+    pub malformed: u64,
+    /// Datagrams that named an unknown link.
+    pub unknown_link: u64,
+    /// Bytes sent, all datagrams.
+    pub bytes_sent: u64,
+    /// The uplinks.
+    pub uplinks: Vec<UplinkStatus>,
+}
+
+/// One uplink of a session.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct UplinkStatus {
+    /// Link id on the wire.
+    pub id: u8,
+    /// Configured name (client) or `link<N>` (server).
+    pub name: String,
+    /// Interface (client).
+    pub interface: Option<String>,
+    /// Whether the client has a socket on it (interface present, up, addressed).
+    pub present: bool,
+    /// probing, active or down.
+    pub state: String,
+    /// Smoothed RTT from probes, ms.
+    pub rtt_ms: Option<f64>,
+    /// Outgoing one-way delay relative to the fastest link, ms (clock offset cancels).
+    pub owd_ms: Option<f64>,
+    /// Outgoing loss as the peer measures it.
+    pub tx_loss: f64,
+    /// Incoming loss as measured here.
+    pub rx_loss: f64,
+    /// Outgoing capacity estimate, kbit/s.
+    pub tx_capacity_kbps: f64,
+    /// Incoming capacity estimate, kbit/s.
+    pub rx_capacity_kbps: f64,
+    /// This link's share of the data packets sent.
+    pub data_share: f64,
+    /// Data packets sent on it.
+    pub data_sent: u64,
+    /// Coded packets sent on it.
+    pub coded_sent: u64,
+    /// Datagrams received on it.
+    pub datagrams_received: u64,
+    /// Bytes sent on it.
+    pub bytes_sent: u64,
+    /// Bytes received on it.
+    pub bytes_received: u64,
+    /// Times it went down.
+    pub downs: u64,
+    /// Scheduler weight.
+    pub weight: u32,
+}
+
+/// Snapshot of a session; `name_of` names its links.
+pub fn session_status(
+    s: &Session,
+    now: braid_proto::Instant,
+    name_of: impl Fn(LinkId) -> (String, Option<String>, bool),
+) -> SessionStatus {
+    let st = s.stats();
+    let links = s.link_status(now);
+    let total: u64 = links.iter().map(|l| l.counters.data_sent).sum();
+    let uplinks = links
+        .iter()
+        .map(|l| {
+            let (name, interface, present) = name_of(l.id);
+            UplinkStatus {
+                id: l.id.0,
+                name,
+                interface,
+                present,
+                state: l.state.as_str().to_string(),
+                rtt_ms: l.srtt.map(|d| d.as_secs_f64() * 1e3),
+                owd_ms: l.relative_owd_us.map(|u| u as f64 / 1e3),
+                tx_loss: l.tx_loss,
+                rx_loss: l.rx_loss,
+                tx_capacity_kbps: l.tx_capacity_bps / 1e3,
+                rx_capacity_kbps: l.rx_capacity_bps / 1e3,
+                data_share: if total == 0 { 0.0 } else { l.counters.data_sent as f64 / total as f64 },
+                data_sent: l.counters.data_sent,
+                coded_sent: l.counters.coded_sent,
+                datagrams_received: l.counters.datagrams_received,
+                bytes_sent: l.counters.bytes_sent,
+                bytes_received: l.counters.bytes_received,
+                downs: l.counters.downs,
+                weight: l.weight,
+            }
+        })
+        .collect();
+    SessionStatus {
+        id: s.config().session_id,
+        recovery: s.config().recovery.to_string(),
+        scheduler: s.config().scheduler.to_string(),
+        tun_in: st.tun_in,
+        delivered: st.delivered,
+        data_sent: st.data_sent,
+        data_resent: st.data_resent,
+        coded_sent: st.coded_sent,
+        recovered: st.recovered,
+        malformed: st.malformed,
+        unknown_link: st.unknown_link,
+        bytes_sent: st.bytes_sent,
+        uplinks,
+    }
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_string(), |v| format!("{v:.1}"))
+}
+
+impl DaemonStatus {
+    /// Human-readable rendering for `braid status`.
+    pub fn render(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "braid {} up {:.0} s; garbage datagrams {}, send errors {}, sessions refused {}, expired {}",
+            self.role,
+            self.uptime_s,
+            self.garbage_datagrams,
+            self.send_errors,
+            self.sessions_refused,
+            self.sessions_expired
+        );
+        for s in &self.sessions {
+            let _ = writeln!(
+                o,
+                "session {:06x}: recovery {}, scheduler {}; in {} out {} data {} resent {} coded {} recovered {} malformed {}",
+                s.id,
+                s.recovery,
+                s.scheduler,
+                s.tun_in,
+                s.delivered,
+                s.data_sent,
+                s.data_resent,
+                s.coded_sent,
+                s.recovered,
+                s.malformed
+            );
+            let _ = writeln!(
+                o,
+                "  {:<10} {:<8} {:>8} {:>8} {:>7} {:>7} {:>10} {:>10} {:>6} {:>8} {:>6}",
+                "uplink",
+                "state",
+                "rtt ms",
+                "owd ms",
+                "loss tx",
+                "loss rx",
+                "cap tx kb",
+                "cap rx kb",
+                "share",
+                "coded",
+                "downs"
+            );
+            for u in &s.uplinks {
+                let _ = writeln!(
+                    o,
+                    "  {:<10} {:<8} {:>8} {:>8} {:>7.3} {:>7.3} {:>10.0} {:>10.0} {:>6.2} {:>8} {:>6}",
+                    u.name,
+                    if u.present { u.state.as_str() } else { "absent" },
+                    opt(u.rtt_ms),
+                    opt(u.owd_ms),
+                    u.tx_loss,
+                    u.rx_loss,
+                    u.tx_capacity_kbps,
+                    u.rx_capacity_kbps,
+                    u.data_share,
+                    u.coded_sent,
+                    u.downs
+                );
+            }
+        }
+        o
+    }
+}
