@@ -68,12 +68,14 @@ pub fn engine_scheme(s: &SchemeSpec) -> Result<(RecoveryKind, SchedulerKind), Si
         Recovery::Fec => RecoveryKind::Fec { percent: s.fec_percent.unwrap_or(10.0) },
         Recovery::Dup => RecoveryKind::Dup,
         Recovery::Oec => RecoveryKind::Oec,
+        Recovery::Fountain => RecoveryKind::Fountain,
         other => return Err(unsupported(format!("recovery {other}"))),
     };
     let k = match scheduler {
         ScenarioScheduler::MinDelay => SchedulerKind::MinDelay,
         ScenarioScheduler::Single => SchedulerKind::Single,
         ScenarioScheduler::RoundRobin => SchedulerKind::RoundRobin,
+        ScenarioScheduler::Eat => SchedulerKind::Eat,
         other => return Err(unsupported(format!("scheduler {other}"))),
     };
     Ok((r, k))

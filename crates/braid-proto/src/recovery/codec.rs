@@ -71,6 +71,7 @@ pub trait Decoder: Send + fmt::Debug {
 pub fn encoder(kind: CodeKind) -> Box<dyn Encoder> {
     match kind {
         CodeKind::Xor => Box::new(super::xor::XorEncoder),
+        CodeKind::Fountain => Box::new(super::fountain::FountainEncoder::new()),
     }
 }
 
@@ -78,5 +79,6 @@ pub fn encoder(kind: CodeKind) -> Box<dyn Encoder> {
 pub fn decoder(kind: CodeKind, max_pending: usize, max_age: std::time::Duration) -> Box<dyn Decoder> {
     match kind {
         CodeKind::Xor => Box::new(super::xor::XorDecoder::new(max_pending, max_age)),
+        CodeKind::Fountain => Box::new(super::fountain::FountainDecoder::new(max_pending, max_age)),
     }
 }

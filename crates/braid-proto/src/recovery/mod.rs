@@ -6,6 +6,7 @@ mod arq;
 pub mod codec;
 mod dup;
 mod fec;
+mod fountain;
 mod nack;
 mod none;
 mod oec;
@@ -15,6 +16,10 @@ pub use arq::Arq;
 pub use codec::{Decoder, DecoderStats, Encoder};
 pub use dup::Dup;
 pub use fec::Fec;
+pub use fountain::{
+    BLOCK_PACKETS, BLOCK_WAIT, Fountain, FountainDecoder, FountainEncoder, MAX_FAILURE, failure_probability,
+    repairs_needed,
+};
 pub use nack::NackTracker;
 pub use none::NoRecovery;
 pub use oec::{Oec, expected_yield, greedy_degree};
@@ -42,6 +47,8 @@ pub enum RecoveryKind {
     Dup,
     /// Opportunistic erasure coding (PluriBus 4, 5.1).
     Oec,
+    /// Systematic RaptorQ blocks with Eq. 4 repair and NACK-driven top-up (FMTCP IV, V).
+    Fountain,
 }
 
 impl RecoveryKind {
@@ -53,11 +60,12 @@ impl RecoveryKind {
             RecoveryKind::Fec { .. } => "fec",
             RecoveryKind::Dup => "dup",
             RecoveryKind::Oec => "oec",
+            RecoveryKind::Fountain => "fountain",
         }
     }
 
     /// Every name [`FromStr`] accepts.
-    pub const NAMES: &'static [&'static str] = &["none", "arq", "fec", "dup", "oec"];
+    pub const NAMES: &'static [&'static str] = &["none", "arq", "fec", "dup", "oec", "fountain"];
 }
 
 impl fmt::Display for RecoveryKind {
@@ -71,7 +79,7 @@ impl fmt::Display for RecoveryKind {
 
 /// A recovery name that braid does not know, or a `fec` without its redundancy.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown recovery scheme {0:?}: expected one of none, arq, fec<K> (e.g. fec10), dup, oec")]
+#[error("unknown recovery scheme {0:?}: expected one of none, arq, fec<K> (e.g. fec10), dup, oec, fountain")]
 pub struct UnknownRecovery(pub String);
 
 impl FromStr for RecoveryKind {
@@ -83,6 +91,7 @@ impl FromStr for RecoveryKind {
             "arq" => RecoveryKind::Arq,
             "dup" => RecoveryKind::Dup,
             "oec" => RecoveryKind::Oec,
+            "fountain" => RecoveryKind::Fountain,
             _ => {
                 let k = s.strip_prefix("fec").map(|r| r.trim_start_matches(':'));
                 match k.and_then(|k| k.parse::<f64>().ok()) {
@@ -164,6 +173,12 @@ pub trait RecoverySender: Send + fmt::Debug {
         None
     }
 
+    /// When the scheme wants [`RecoverySender::poll_repair`] called even without other input (a
+    /// fountain block closing on its time limit); `None` for never.
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+
     /// Oldest sequence number the scheme may still ask the session to send or code; the session
     /// keeps sent packets from there on.
     fn oldest_needed(&self) -> Option<u64> {
@@ -179,6 +194,7 @@ pub fn build(kind: RecoveryKind, seed: u64) -> Box<dyn RecoverySender> {
         RecoveryKind::Fec { percent } => Box::new(Fec::new(percent)),
         RecoveryKind::Dup => Box::new(Dup::default()),
         RecoveryKind::Oec => Box::new(Oec::new(seed)),
+        RecoveryKind::Fountain => Box::new(Fountain::new()),
     }
 }
 

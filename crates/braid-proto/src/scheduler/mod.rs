@@ -1,10 +1,12 @@
 //! Schedulers: which link each data packet takes (DESIGN.md 4). Policies behind one trait, built by
 //! a factory, so a new one is one new file.
 
+mod eat;
 mod min_delay;
 mod round_robin;
 mod single;
 
+pub use eat::{Eat, expected_delivery_us};
 pub use min_delay::MinDelay;
 pub use round_robin::RoundRobin;
 pub use single::Single;
@@ -28,6 +30,8 @@ pub struct LinkView {
     pub loss: f64,
     /// Operator weight.
     pub weight: u32,
+    /// Smoothed round-trip time from probes, µs, once measured (for FMTCP's RTO in `eat`).
+    pub srtt_us: Option<u32>,
 }
 
 /// A scheduling policy.
@@ -48,6 +52,8 @@ pub enum SchedulerKind {
     Single,
     /// Links in turn regardless of their properties (TEQL; a baseline).
     RoundRobin,
+    /// Earliest expected arrival, losses and timeouts included (FMTCP V-B).
+    Eat,
 }
 
 impl SchedulerKind {
@@ -57,11 +63,12 @@ impl SchedulerKind {
             SchedulerKind::MinDelay => "min-delay",
             SchedulerKind::Single => "single",
             SchedulerKind::RoundRobin => "round-robin",
+            SchedulerKind::Eat => "eat",
         }
     }
 
     /// Every name [`FromStr`] accepts.
-    pub const NAMES: &'static [&'static str] = &["min-delay", "single", "round-robin"];
+    pub const NAMES: &'static [&'static str] = &["min-delay", "single", "round-robin", "eat"];
 }
 
 impl fmt::Display for SchedulerKind {
@@ -72,7 +79,7 @@ impl fmt::Display for SchedulerKind {
 
 /// A scheduler name that braid does not know.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown scheduler {0:?}: expected one of min-delay, single, round-robin")]
+#[error("unknown scheduler {0:?}: expected one of min-delay, single, round-robin, eat")]
 pub struct UnknownScheduler(pub String);
 
 impl FromStr for SchedulerKind {
@@ -82,6 +89,7 @@ impl FromStr for SchedulerKind {
             "min-delay" => SchedulerKind::MinDelay,
             "single" => SchedulerKind::Single,
             "round-robin" => SchedulerKind::RoundRobin,
+            "eat" => SchedulerKind::Eat,
             other => return Err(UnknownScheduler(other.to_string())),
         })
     }
@@ -93,12 +101,13 @@ pub fn build(kind: SchedulerKind) -> Box<dyn Scheduler> {
         SchedulerKind::MinDelay => Box::new(MinDelay),
         SchedulerKind::Single => Box::new(Single::default()),
         SchedulerKind::RoundRobin => Box::new(RoundRobin::default()),
+        SchedulerKind::Eat => Box::new(Eat),
     }
 }
 
 #[cfg(test)]
 pub(crate) fn view(id: u8, arrival_us: i64, capacity_bps: f64, loss: f64) -> LinkView {
-    LinkView { id: LinkId(id), arrival_us, capacity_bps, loss, weight: 1 }
+    LinkView { id: LinkId(id), arrival_us, capacity_bps, loss, weight: 1, srtt_us: None }
 }
 
 #[cfg(test)]

@@ -12,26 +12,36 @@ use super::{Reader, WireError, Writer};
 /// Bytes of coded-specific fields after the common header.
 pub(crate) const CODED_FIELDS_LEN: usize = 1 + 3 + 2 + 2 + 2 + 2;
 
+/// Bytes a fountain source symbol adds to a passenger packet: its length, so a recovered packet
+/// gets its true length back (`len(2 BE) ‖ packet`, zero-padded to the symbol size).
+pub const FOUNTAIN_SYMBOL_PREFIX: usize = 2;
+
 /// Which code produced the repair payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CodeKind {
     /// XOR of the covered packets (OEC, FEC): recovers one missing packet.
     Xor,
+    /// A RaptorQ (RFC 6330) repair symbol of one block (FMTCP IV). The coverage's `base`/`span`
+    /// is the block, `seed` the repair symbol's index r (its ESI is K + r, K the block's span; RFC
+    /// 6330 5.3.4 derives the internal symbol id K' + r from it), the length field the symbol size.
+    Fountain,
 }
 
 impl CodeKind {
     /// Every code braid knows; the receiver keeps a decoder for each.
-    pub const ALL: &'static [CodeKind] = &[CodeKind::Xor];
+    pub const ALL: &'static [CodeKind] = &[CodeKind::Xor, CodeKind::Fountain];
 
     fn code(self) -> u8 {
         match self {
             CodeKind::Xor => 1,
+            CodeKind::Fountain => 3,
         }
     }
 
     fn from_code(c: u8) -> Result<Self, WireError> {
         match c {
             1 => Ok(CodeKind::Xor),
+            3 => Ok(CodeKind::Fountain),
             _ => Err(WireError::Invalid { field: "code kind", why: "unknown code" }),
         }
     }
