@@ -541,7 +541,7 @@ mod tests {
     }
 
     fn packets(k: u64, seed: u64) -> Vec<Vec<u8>> {
-        (0..k).map(|i| (0..(1 + (i * 131 + seed * 17) % 1400)).map(|b| (b as u64 ^ i ^ seed) as u8).collect()).collect()
+        (0..k).map(|i| (0..(1 + (i * 131 + seed * 17) % 1400)).map(|b| (b ^ i ^ seed) as u8).collect()).collect()
     }
 
     /// Encodes `r` repair symbols of a block and feeds the decoder the survivors.
