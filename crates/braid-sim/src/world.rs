@@ -70,6 +70,7 @@ pub fn engine_scheme(s: &SchemeSpec) -> Result<(RecoveryKind, SchedulerKind), Si
         Recovery::Dup => RecoveryKind::Dup,
         Recovery::Oec => RecoveryKind::Oec,
         Recovery::Rlnc => RecoveryKind::Rlnc,
+        Recovery::Fountain => RecoveryKind::Fountain,
         other => return Err(unsupported(format!("recovery {other}"))),
     };
     let k = match scheduler {
@@ -77,6 +78,7 @@ pub fn engine_scheme(s: &SchemeSpec) -> Result<(RecoveryKind, SchedulerKind), Si
         ScenarioScheduler::Single => SchedulerKind::Single,
         ScenarioScheduler::RoundRobin => SchedulerKind::RoundRobin,
         ScenarioScheduler::Wrr => SchedulerKind::Wrr { auto: !matches!(s.weights, Some(Weights::Fixed(_))) },
+        ScenarioScheduler::Eat => SchedulerKind::Eat,
         other => return Err(unsupported(format!("scheduler {other}"))),
     };
     Ok((r, k))

@@ -72,6 +72,7 @@ pub fn encoder(kind: CodeKind) -> Box<dyn Encoder> {
     match kind {
         CodeKind::Xor => Box::new(super::xor::XorEncoder),
         CodeKind::Rlnc => Box::new(super::rlnc::RlncEncoder),
+        CodeKind::Fountain => Box::new(super::fountain::FountainEncoder::new()),
     }
 }
 
@@ -80,5 +81,6 @@ pub fn decoder(kind: CodeKind, max_pending: usize, max_age: std::time::Duration)
     match kind {
         CodeKind::Xor => Box::new(super::xor::XorDecoder::new(max_pending, max_age)),
         CodeKind::Rlnc => Box::new(super::rlnc::RlncDecoder::new(max_pending, max_age)),
+        CodeKind::Fountain => Box::new(super::fountain::FountainDecoder::new(max_pending, max_age)),
     }
 }

@@ -6,6 +6,7 @@ mod arq;
 pub mod codec;
 mod dup;
 mod fec;
+mod fountain;
 pub mod gf256;
 mod nack;
 mod none;
@@ -18,6 +19,10 @@ pub use arq::Arq;
 pub use codec::{Decoder, DecoderStats, Encoder};
 pub use dup::Dup;
 pub use fec::Fec;
+pub use fountain::{
+    BLOCK_PACKETS, BLOCK_WAIT, Fountain, FountainDecoder, FountainEncoder, MAX_FAILURE, failure_probability,
+    repairs_needed,
+};
 pub use nack::NackTracker;
 pub use none::NoRecovery;
 pub use oec::{Oec, expected_yield, greedy_degree};
@@ -49,6 +54,8 @@ pub enum RecoveryKind {
     Oec,
     /// Opportunistic sliding-window random linear coding over GF(2^8) (RFC 8681 style).
     Rlnc,
+    /// Systematic RaptorQ blocks with Eq. 4 repair and NACK-driven top-up (FMTCP IV, V).
+    Fountain,
 }
 
 impl RecoveryKind {
@@ -61,11 +68,12 @@ impl RecoveryKind {
             RecoveryKind::Dup => "dup",
             RecoveryKind::Oec => "oec",
             RecoveryKind::Rlnc => "rlnc",
+            RecoveryKind::Fountain => "fountain",
         }
     }
 
     /// Every name [`FromStr`] accepts.
-    pub const NAMES: &'static [&'static str] = &["none", "arq", "fec", "dup", "oec", "rlnc"];
+    pub const NAMES: &'static [&'static str] = &["none", "arq", "fec", "dup", "oec", "rlnc", "fountain"];
 }
 
 impl fmt::Display for RecoveryKind {
@@ -79,7 +87,7 @@ impl fmt::Display for RecoveryKind {
 
 /// A recovery name that braid does not know, or a `fec` without its redundancy.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown recovery scheme {0:?}: expected one of none, arq, fec<K> (e.g. fec10), dup, oec, rlnc")]
+#[error("unknown recovery scheme {0:?}: expected one of none, arq, fec<K> (e.g. fec10), dup, oec, rlnc, fountain")]
 pub struct UnknownRecovery(pub String);
 
 impl FromStr for RecoveryKind {
@@ -92,6 +100,7 @@ impl FromStr for RecoveryKind {
             "dup" => RecoveryKind::Dup,
             "oec" => RecoveryKind::Oec,
             "rlnc" => RecoveryKind::Rlnc,
+            "fountain" => RecoveryKind::Fountain,
             _ => {
                 let k = s.strip_prefix("fec").map(|r| r.trim_start_matches(':'));
                 match k.and_then(|k| k.parse::<f64>().ok()) {
@@ -173,6 +182,12 @@ pub trait RecoverySender: Send + fmt::Debug {
         None
     }
 
+    /// When the scheme wants [`RecoverySender::poll_repair`] called even without other input (a
+    /// fountain block closing on its time limit); `None` for never.
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+
     /// Oldest sequence number the scheme may still ask the session to send or code; the session
     /// keeps sent packets from there on.
     fn oldest_needed(&self) -> Option<u64> {
@@ -189,6 +204,7 @@ pub fn build(kind: RecoveryKind, seed: u64) -> Box<dyn RecoverySender> {
         RecoveryKind::Dup => Box::new(Dup::default()),
         RecoveryKind::Oec => Box::new(Oec::new(seed)),
         RecoveryKind::Rlnc => Box::new(RlncSender::new(seed)),
+        RecoveryKind::Fountain => Box::new(Fountain::new()),
     }
 }
 

@@ -1,11 +1,13 @@
 //! Schedulers: which link each data packet takes (DESIGN.md 4). Policies behind one trait, built by
 //! a factory, so a new one is one new file.
 
+mod eat;
 mod min_delay;
 mod round_robin;
 mod single;
 mod wrr;
 
+pub use eat::{Eat, expected_delivery_us};
 pub use min_delay::MinDelay;
 pub use round_robin::RoundRobin;
 pub use single::Single;
@@ -30,6 +32,8 @@ pub struct LinkView {
     pub loss: f64,
     /// Operator weight.
     pub weight: u32,
+    /// Smoothed round-trip time from probes, µs, once measured (for FMTCP's RTO in `eat`).
+    pub srtt_us: Option<u32>,
 }
 
 /// A scheduling policy.
@@ -55,6 +59,8 @@ pub enum SchedulerKind {
         /// Weights from measured available bandwidth (NATALIE's auto-weighting).
         auto: bool,
     },
+    /// Earliest expected arrival, losses and timeouts included (FMTCP V-B).
+    Eat,
 }
 
 impl SchedulerKind {
@@ -66,11 +72,12 @@ impl SchedulerKind {
             SchedulerKind::RoundRobin => "round-robin",
             SchedulerKind::Wrr { auto: false } => "wrr",
             SchedulerKind::Wrr { auto: true } => "wrr-auto",
+            SchedulerKind::Eat => "eat",
         }
     }
 
     /// Every name [`FromStr`] accepts.
-    pub const NAMES: &'static [&'static str] = &["min-delay", "single", "round-robin", "wrr", "wrr-auto"];
+    pub const NAMES: &'static [&'static str] = &["min-delay", "single", "round-robin", "wrr", "wrr-auto", "eat"];
 }
 
 impl fmt::Display for SchedulerKind {
@@ -81,7 +88,7 @@ impl fmt::Display for SchedulerKind {
 
 /// A scheduler name that braid does not know.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown scheduler {0:?}: expected one of min-delay, single, round-robin, wrr, wrr-auto")]
+#[error("unknown scheduler {0:?}: expected one of min-delay, single, round-robin, wrr, wrr-auto, eat")]
 pub struct UnknownScheduler(pub String);
 
 impl FromStr for SchedulerKind {
@@ -93,6 +100,7 @@ impl FromStr for SchedulerKind {
             "round-robin" => SchedulerKind::RoundRobin,
             "wrr" => SchedulerKind::Wrr { auto: false },
             "wrr-auto" => SchedulerKind::Wrr { auto: true },
+            "eat" => SchedulerKind::Eat,
             other => return Err(UnknownScheduler(other.to_string())),
         })
     }
@@ -105,12 +113,13 @@ pub fn build(kind: SchedulerKind) -> Box<dyn Scheduler> {
         SchedulerKind::Single => Box::new(Single::default()),
         SchedulerKind::RoundRobin => Box::new(RoundRobin::default()),
         SchedulerKind::Wrr { auto } => Box::new(Wrr::new(auto)),
+        SchedulerKind::Eat => Box::new(Eat),
     }
 }
 
 #[cfg(test)]
 pub(crate) fn view(id: u8, arrival_us: i64, capacity_bps: f64, loss: f64) -> LinkView {
-    LinkView { id: LinkId(id), arrival_us, capacity_bps, loss, weight: 1 }
+    LinkView { id: LinkId(id), arrival_us, capacity_bps, loss, weight: 1, srtt_us: None }
 }
 
 #[cfg(test)]

@@ -47,6 +47,8 @@ pub enum Timer {
     Keepalive(LinkId),
     /// A link's estimated queue empties: room for an opportunistic coded packet.
     Opportunity(LinkId),
+    /// The loss-recovery scheme has something time-driven to do (a fountain block closes).
+    Recovery,
 }
 
 /// A passenger packet leaving the tunnel, for the TUN device.
@@ -394,6 +396,9 @@ impl Session {
                     s.tx.last_probe.map_or(Instant::ZERO, |p| p + self.cfg.down_probe_interval),
                 )),
             }
+        }
+        if let Some(t) = self.recovery.poll_timeout().filter(|_| can_send) {
+            out.push((Timer::Recovery, t));
         }
         if self.recovery.wants_opportunity() {
             for s in self.usable_slots() {

@@ -8,7 +8,7 @@
 use super::{SentMeta, Session, Transmit, TransmitKind};
 use crate::link::{LinkId, OUTER_OVERHEAD};
 use crate::recovery::Repair;
-use crate::scheduler::{LinkView, MinDelay, Scheduler};
+use crate::scheduler::{Eat, LinkView, MinDelay, Scheduler, SchedulerKind};
 use crate::seq;
 use crate::time::Instant;
 use crate::wire::{
@@ -123,14 +123,24 @@ impl Session {
                 capacity_bps: s.tx.capacity_bps(),
                 loss: s.tx.loss(),
                 weight: s.tx.weight,
+                srtt_us: s.tx.srtt.map(|d| d.as_micros().min(u128::from(u32::MAX)) as u32),
             })
             .collect()
     }
 
-    /// The link the earliest arrival estimate favours: for resends, repairs and feedback.
+    /// The link the earliest arrival estimate favours: for resends, repairs and feedback. Under
+    /// the `eat` scheduler that is the earliest *expected* arrival, losses included, so a fountain
+    /// block's repair symbols go where they are expected to arrive first (FMTCP V-B, Algorithm 1).
     fn fastest_link(&mut self, now: Instant, size: usize) -> Option<LinkId> {
         let views = self.link_views(now, size);
-        (!views.is_empty()).then(|| MinDelay.pick(now, size, &views))
+        if views.is_empty() {
+            return None;
+        }
+        Some(if self.scheduler.kind() == SchedulerKind::Eat {
+            Eat.pick(now, size, &views)
+        } else {
+            MinDelay.pick(now, size, &views)
+        })
     }
 
     /// Sends data packet `seq` from the sent store: a first transmission through the scheduler, or

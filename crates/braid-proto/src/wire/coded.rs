@@ -12,6 +12,10 @@ use super::{Reader, WireError, Writer};
 /// Bytes of coded-specific fields after the common header.
 pub(crate) const CODED_FIELDS_LEN: usize = 1 + 3 + 2 + 2 + 2 + 2;
 
+/// Bytes a fountain source symbol adds to a passenger packet: its length, so a recovered packet
+/// gets its true length back (`len(2 BE) ‖ packet`, zero-padded to the symbol size).
+pub const FOUNTAIN_SYMBOL_PREFIX: usize = 2;
+
 /// Which code produced the repair payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CodeKind {
@@ -21,16 +25,21 @@ pub enum CodeKind {
     /// coefficients come from the coverage (see [`crate::recovery::rlnc_coefficients`]), and any
     /// k such packets recover any k missing members with high probability.
     Rlnc,
+    /// A RaptorQ (RFC 6330) repair symbol of one block (FMTCP IV). The coverage's `base`/`span`
+    /// is the block, `seed` the repair symbol's index r (its ESI is K + r, K the block's span; RFC
+    /// 6330 5.3.4 derives the internal symbol id K' + r from it), the length field the symbol size.
+    Fountain,
 }
 
 impl CodeKind {
     /// Every code braid knows; the receiver keeps a decoder for each.
-    pub const ALL: &'static [CodeKind] = &[CodeKind::Xor, CodeKind::Rlnc];
+    pub const ALL: &'static [CodeKind] = &[CodeKind::Xor, CodeKind::Rlnc, CodeKind::Fountain];
 
     fn code(self) -> u8 {
         match self {
             CodeKind::Xor => 1,
             CodeKind::Rlnc => 2,
+            CodeKind::Fountain => 3,
         }
     }
 
@@ -38,6 +47,7 @@ impl CodeKind {
         match c {
             1 => Ok(CodeKind::Xor),
             2 => Ok(CodeKind::Rlnc),
+            3 => Ok(CodeKind::Fountain),
             _ => Err(WireError::Invalid { field: "code kind", why: "unknown code" }),
         }
     }

@@ -29,7 +29,7 @@ mod header;
 mod probe;
 
 pub(crate) use coded::SplitMix64;
-pub use coded::{CodeKind, CodedRepr, Coverage};
+pub use coded::{CodeKind, CodedRepr, Coverage, FOUNTAIN_SYMBOL_PREFIX};
 pub use feedback::{FeedbackRepr, LinkReport, NackRange};
 pub use header::{Header, PacketType};
 pub use probe::ProbeRepr;
@@ -44,8 +44,13 @@ pub const DATA_HEADER_LEN: usize = HEADER_LEN + 3;
 pub const CODED_HEADER_LEN: usize = HEADER_LEN + coded::CODED_FIELDS_LEN;
 /// The most header bytes any packet that carries a passenger packet adds to it; the TUN MTU is the
 /// path MTU minus this, minus the outer IP/UDP headers and the AEAD tag.
-pub const MAX_CARRIER_OVERHEAD: usize =
-    if CODED_HEADER_LEN > DATA_HEADER_LEN + 3 { CODED_HEADER_LEN } else { DATA_HEADER_LEN + 3 };
+/// A fountain repair symbol is a packet plus its 2-byte length, so coded packets may be that much
+/// longer than the longest passenger packet.
+pub const MAX_CARRIER_OVERHEAD: usize = if CODED_HEADER_LEN + FOUNTAIN_SYMBOL_PREFIX > DATA_HEADER_LEN + 3 {
+    CODED_HEADER_LEN + FOUNTAIN_SYMBOL_PREFIX
+} else {
+    DATA_HEADER_LEN + 3
+};
 
 /// Header flag on data packets: a cumulative ack follows the global sequence number.
 pub const FLAG_ACK: u8 = 0b01;
