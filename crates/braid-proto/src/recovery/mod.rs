@@ -13,6 +13,7 @@ mod none;
 mod oec;
 mod rlnc;
 mod rlnc_sender;
+mod window;
 mod xor;
 
 pub use arq::Arq;

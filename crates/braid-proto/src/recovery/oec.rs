@@ -15,13 +15,13 @@
 //! OEC hold up under bursty (Gilbert-Elliott) loss, where several packets of W go missing at once
 //! and random XORs of a small window cannot untangle them.
 
+use super::window::UnackedWindow;
 use super::{RecoveryKind, RecoverySender};
 use crate::link::LinkId;
 use crate::time::Instant;
 use crate::wire::{CodeKind, Coverage};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::VecDeque;
 use std::time::Duration;
 
 /// Most packets W may hold; beyond it the oldest leave (they are older than any useful repair).
@@ -52,10 +52,8 @@ pub fn greedy_degree(r: f64, window: usize) -> usize {
 /// The OEC sender.
 #[derive(Debug, Clone)]
 pub struct Oec {
-    /// First sequence number of W; W is `[base, base + window.len())`.
-    base: u64,
-    /// Per packet of W: send time and the loss rate of the link it went on.
-    window: VecDeque<(Instant, f64)>,
+    /// W, with the loss rate of the link each packet went on.
+    window: UnackedWindow<f64>,
     /// Estimated probability that a packet of W is at the receiver.
     r: f64,
     /// Packets of W the receiver reported missing, oldest first.
@@ -67,8 +65,7 @@ impl Oec {
     /// A sender whose random member selection is seeded with `seed`.
     pub fn new(seed: u64) -> Self {
         Oec {
-            base: 0,
-            window: VecDeque::new(),
+            window: UnackedWindow::new(MAX_WINDOW, MAX_AGE),
             r: 0.0,
             missing: Default::default(),
             rng: ChaCha8Rng::seed_from_u64(seed),
@@ -89,32 +86,12 @@ impl Oec {
     /// "reset r to p"; r is a delivery probability, so the meaning is 1 - p, here per packet.
     fn reset_r(&mut self) {
         let n = self.window.len();
-        self.r = if n == 0 { 0.0 } else { self.window.iter().map(|&(_, p)| 1.0 - p).sum::<f64>() / n as f64 };
-    }
-
-    fn purge_below(&mut self, seq: u64) {
-        self.missing = self.missing.split_off(&seq);
-        while self.base < seq && !self.window.is_empty() {
-            self.window.pop_front();
-            self.base += 1;
-        }
-        if self.window.is_empty() {
-            self.base = self.base.max(seq);
-        }
+        self.r = if n == 0 { 0.0 } else { self.window.values().map(|p| 1.0 - p).sum::<f64>() / n as f64 };
     }
 
     fn expire(&mut self, now: Instant) {
-        let mut purged = false;
-        while let Some(&(t, _)) = self.window.front() {
-            if now - t <= MAX_AGE && self.window.len() <= MAX_WINDOW {
-                break;
-            }
-            self.window.pop_front();
-            self.base += 1;
-            purged = true;
-        }
-        if purged {
-            self.missing = self.missing.split_off(&self.base);
+        if self.window.expire(now) {
+            self.missing = self.missing.split_off(&self.window.base());
             self.reset_r();
         }
     }
@@ -127,14 +104,9 @@ impl RecoverySender for Oec {
 
     /// PluriBus 5.1 (i): insert into W, `r <- ((|W| - 1) r + (1 - p)) / |W|`.
     fn on_data_sent(&mut self, now: Instant, seq: u64, _link: LinkId, loss: f64) {
-        if self.window.is_empty() {
-            self.base = seq;
-        }
-        if seq != self.base + self.window.len() as u64 {
-            // Not the next packet (a resend): W only holds first transmissions.
+        if !self.window.push(now, seq, loss) {
             return;
         }
-        self.window.push_back((now, loss));
         let w = self.window.len() as f64;
         self.r = ((w - 1.0) * self.r + (1.0 - loss)) / w;
         self.expire(now);
@@ -142,8 +114,9 @@ impl RecoverySender for Oec {
 
     /// PluriBus 5.1 (iii): purge acknowledged packets from W and reset r.
     fn on_ack(&mut self, _now: Instant, cum_ack: u64) {
-        if cum_ack > self.base {
-            self.purge_below(cum_ack);
+        if cum_ack > self.window.base() {
+            self.window.purge_below(cum_ack);
+            self.missing = self.missing.split_off(&cum_ack);
             self.reset_r();
         }
     }
@@ -153,7 +126,7 @@ impl RecoverySender for Oec {
     }
 
     fn on_nack(&mut self, _now: Instant, seq: u64) {
-        if seq >= self.base && seq < self.base + self.window.len() as u64 {
+        if self.window.contains(seq) {
             self.missing.insert(seq);
         }
     }
@@ -175,7 +148,8 @@ impl RecoverySender for Oec {
         }
         let span = self.window.len().min(usize::from(u16::MAX));
         let c = greedy_degree(self.r, span);
-        let coverage = Coverage { base: self.base, span: span as u16, degree: c as u16, seed: self.rng.random() };
+        let coverage =
+            Coverage { base: self.window.base(), span: span as u16, degree: c as u16, seed: self.rng.random() };
         let w = self.window.len() as f64;
         let y = expected_yield(c as u32, self.r);
         self.r = ((w * self.r + (1.0 - loss) * y) / w).clamp(0.0, 1.0);
@@ -183,7 +157,7 @@ impl RecoverySender for Oec {
     }
 
     fn oldest_needed(&self) -> Option<u64> {
-        (!self.window.is_empty()).then_some(self.base)
+        (!self.window.is_empty()).then_some(self.window.base())
     }
 }
 

@@ -26,11 +26,12 @@
 //! delivered against OEC's 16.8-21.6x, and its receivers find more than 99.9 % of coded packets
 //! useless, which the decoder rejects from their coefficients alone without touching the payload.
 
+use super::window::UnackedWindow;
 use super::{RecoveryKind, RecoverySender};
 use crate::link::LinkId;
 use crate::time::Instant;
 use crate::wire::{CodeKind, Coverage};
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 /// Most packets W may hold: a coded packet combines all of them, so this bounds the encoding work
@@ -44,10 +45,8 @@ const MAX_AGE: Duration = Duration::from_secs(1);
 /// The RLNC sender.
 #[derive(Debug, Clone)]
 pub struct RlncSender {
-    /// First sequence number of W; W is `[base, base + window.len())`.
-    base: u64,
-    /// Send time of each packet of W.
-    window: VecDeque<Instant>,
+    /// W.
+    window: UnackedWindow<()>,
     /// Holes the receiver reported, not yet repaired as often as reported.
     holes: BTreeSet<u64>,
     /// Repairs owed to reported holes: one per report (a repeated report means the earlier repair
@@ -61,7 +60,12 @@ pub struct RlncSender {
 impl RlncSender {
     /// A sender whose coefficient seeds start from `seed`.
     pub fn new(seed: u64) -> Self {
-        RlncSender { base: 0, window: VecDeque::new(), holes: BTreeSet::new(), owed: 0, next_seed: seed as u16 }
+        RlncSender {
+            window: UnackedWindow::new(MAX_WINDOW, MAX_AGE),
+            holes: BTreeSet::new(),
+            owed: 0,
+            next_seed: seed as u16,
+        }
     }
 
     /// |W|.
@@ -76,32 +80,12 @@ impl RlncSender {
     }
 
     fn trim_holes(&mut self) {
-        self.holes = self.holes.split_off(&self.base);
+        self.holes = self.holes.split_off(&self.window.base());
         self.owed = self.owed.min(self.holes.len());
     }
 
-    fn purge_below(&mut self, seq: u64) {
-        while self.base < seq && !self.window.is_empty() {
-            self.window.pop_front();
-            self.base += 1;
-        }
-        if self.window.is_empty() {
-            self.base = self.base.max(seq);
-        }
-        self.trim_holes();
-    }
-
     fn expire(&mut self, now: Instant) {
-        let mut purged = false;
-        while let Some(&t) = self.window.front() {
-            if now - t <= MAX_AGE && self.window.len() <= MAX_WINDOW {
-                break;
-            }
-            self.window.pop_front();
-            self.base += 1;
-            purged = true;
-        }
-        if purged {
+        if self.window.expire(now) {
             self.trim_holes();
         }
     }
@@ -113,20 +97,15 @@ impl RecoverySender for RlncSender {
     }
 
     fn on_data_sent(&mut self, now: Instant, seq: u64, _link: LinkId, _loss: f64) {
-        if self.window.is_empty() {
-            self.base = seq;
+        if self.window.push(now, seq, ()) {
+            self.expire(now);
         }
-        if seq != self.base + self.window.len() as u64 {
-            // Not the next packet (a resend): W only holds first transmissions.
-            return;
-        }
-        self.window.push_back(now);
-        self.expire(now);
     }
 
     fn on_ack(&mut self, _now: Instant, cum_ack: u64) {
-        if cum_ack > self.base {
-            self.purge_below(cum_ack);
+        if cum_ack > self.window.base() {
+            self.window.purge_below(cum_ack);
+            self.trim_holes();
         }
     }
 
@@ -135,7 +114,7 @@ impl RecoverySender for RlncSender {
     }
 
     fn on_nack(&mut self, _now: Instant, seq: u64) {
-        if seq >= self.base && seq < self.base + self.window.len() as u64 {
+        if self.window.contains(seq) {
             self.holes.insert(seq);
             self.owed = (self.owed + 1).min(self.holes.len());
         }
@@ -162,11 +141,11 @@ impl RecoverySender for RlncSender {
             return Some((CodeKind::Rlnc, Coverage { base: first, span, degree: span, seed }));
         }
         let span = self.window.len().min(MAX_WINDOW) as u16;
-        Some((CodeKind::Rlnc, Coverage { base: self.base, span, degree: span, seed }))
+        Some((CodeKind::Rlnc, Coverage { base: self.window.base(), span, degree: span, seed }))
     }
 
     fn oldest_needed(&self) -> Option<u64> {
-        (!self.window.is_empty()).then_some(self.base)
+        (!self.window.is_empty()).then_some(self.window.base())
     }
 }
 
