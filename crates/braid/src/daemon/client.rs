@@ -125,13 +125,7 @@ impl Client {
                 i = rx.recv() => match i { Some(i) => Some(i), None => return },
                 _ = sleep_until(deadline) => None,
             };
-            let mut inputs = first.into_iter().collect::<Vec<_>>();
-            // Take what else is queued before writing out: batches the engine's work.
-            while inputs.len() < 64
-                && let Ok(i) = rx.try_recv()
-            {
-                inputs.push(i);
-            }
+            let inputs = super::queued_batch(first, &mut rx);
             let had_input = !inputs.is_empty();
             for input in inputs {
                 if !self.handle(input) {

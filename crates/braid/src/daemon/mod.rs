@@ -94,6 +94,21 @@ pub fn spawn_signals(tx: mpsc::Sender<Input>) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Most inputs an event loop takes in one go before it writes out.
+const INPUT_BATCH: usize = 64;
+
+/// The input that woke an event loop plus whatever else is already queued (up to [`INPUT_BATCH`]),
+/// so the engine handles a batch before the loop writes out.
+pub(crate) fn queued_batch(first: Option<Input>, rx: &mut mpsc::Receiver<Input>) -> Vec<Input> {
+    let mut inputs: Vec<Input> = first.into_iter().collect();
+    while inputs.len() < INPUT_BATCH
+        && let Ok(i) = rx.try_recv()
+    {
+        inputs.push(i);
+    }
+    inputs
+}
+
 /// A tokio runtime for a daemon: two worker threads, as the machines it targets have few cores
 /// and the work is one loop plus reader tasks.
 pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {

@@ -115,12 +115,7 @@ impl Server {
                 i = rx.recv() => match i { Some(i) => Some(i), None => return },
                 _ = sleep_until(Some(self.clock.tokio_instant(deadline))) => None,
             };
-            let mut inputs = first.into_iter().collect::<Vec<_>>();
-            while inputs.len() < 64
-                && let Ok(i) = rx.try_recv()
-            {
-                inputs.push(i);
-            }
+            let inputs = super::queued_batch(first, &mut rx);
             let had_input = !inputs.is_empty();
             for input in inputs {
                 if !self.handle(input, &mut dirty) {
