@@ -18,11 +18,10 @@ use crate::scenario::{
     Congestion, Direction, Recovery, Scenario, SchedulerKind as ScenarioScheduler, SchemeKind, SchemeSpec, Weights,
     WorkloadSpec,
 };
+use crate::workload::FlowPlan;
 use braid_proto::link::{LinkId, OUTER_OVERHEAD};
 use braid_proto::session::{Event, HoldConfig, LinkConfig, Role, Session, SessionConfig, TransmitKind};
 use braid_proto::{Instant, RecoveryKind, SchedulerKind};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
@@ -31,6 +30,10 @@ use std::time::Duration;
 pub const SERVER_CLOCK_OFFSET: Duration = Duration::from_secs(7_654);
 /// After the last flow arrival, flows get this long to finish before they count as incomplete.
 pub const DRAIN: Duration = Duration::from_secs(60);
+
+/// When the workload starts: the client's probes bring the links up first, as a vehicle's
+/// gateway is up before riders board.
+pub const FIRST_FLOW: Duration = Duration::from_secs(1);
 
 const RIDER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 const WEB: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 2);
@@ -127,9 +130,8 @@ struct World<'a> {
     links: Vec<SimLink>,
     rider: TcpHost,
     web: TcpHost,
-    rng: ChaCha8Rng,
     flows: Vec<FlowState>,
-    next_flow: Option<Instant>,
+    plan: FlowPlan,
     next_cbr: Option<Instant>,
     cbr_seq: u64,
     cbr: CbrStats,
@@ -231,9 +233,8 @@ impl<'a> World<'a> {
             links,
             rider: TcpHost::new(host_cfg(RIDER, 0x71de)),
             web: TcpHost::new(host_cfg(WEB, 0x3eb)),
-            rng: ChaCha8Rng::seed_from_u64(seed ^ 0x3017_10ad),
             flows: Vec::new(),
-            next_flow: None,
+            plan: FlowPlan::new(&sc.workload, seed, FIRST_FLOW, sc.duration),
             next_cbr: None,
             cbr_seq: 0,
             cbr: CbrStats::default(),
@@ -252,9 +253,9 @@ impl<'a> World<'a> {
         };
         // Let the client's probes bring the links up before passengers start (a vehicle's gateway
         // is up before riders board); the workload starts at 1 s.
-        let start = Instant::from_secs_f64(1.0);
+        let start = Instant::ZERO + FIRST_FLOW;
         match sc.workload {
-            WorkloadSpec::Flows { .. } => w.next_flow = Some(start),
+            WorkloadSpec::Flows { .. } => {}
             WorkloadSpec::Bulk { flows, direction } => {
                 for i in 0..flows {
                     let d = if direction == Direction::Both && i % 2 == 1 { Direction::Up } else { direction };
@@ -297,7 +298,7 @@ impl<'a> World<'a> {
                 t = t.min(x)
             }
         };
-        at(self.next_flow);
+        at(self.plan.peek_start().map(|t| Instant::ZERO + t));
         at(self.next_cbr);
         at(self.client.poll_timeout());
         at(self.server.poll_timeout().map(|s| s.saturating_sub(SERVER_CLOCK_OFFSET)));
@@ -323,27 +324,9 @@ impl<'a> World<'a> {
     }
 
     fn arrivals(&mut self) {
-        if let WorkloadSpec::Flows { direction, size_bytes, interarrival_s, scale } = &self.sc.workload {
-            while let Some(t) = self.next_flow.filter(|&t| t <= self.now) {
-                if t >= self.end_arrivals {
-                    self.next_flow = None;
-                    break;
-                }
-                let size = size_bytes.sample(&mut self.rng).round().max(1.0) as u64;
-                let d = match direction {
-                    Direction::Both => {
-                        if self.rng.random::<bool>() {
-                            Direction::Up
-                        } else {
-                            Direction::Down
-                        }
-                    }
-                    d => *d,
-                };
-                self.start_flow_at(t, d, Some(size));
-                let gap = interarrival_s.sample(&mut self.rng).max(0.0) / scale;
-                self.next_flow = Some(t + Duration::from_secs_f64(gap));
-            }
+        while self.plan.peek_start().is_some_and(|t| Instant::ZERO + t <= self.now) {
+            let Some(f) = self.plan.next() else { break };
+            self.start_flow_at(Instant::ZERO + f.start, f.direction, Some(f.size));
         }
         if let WorkloadSpec::Cbr { direction, rate_kbps, packet_bytes } = self.sc.workload {
             while let Some(t) = self.next_cbr.filter(|&t| t <= self.now) {

@@ -3,3 +3,6 @@
 pub mod dist;
 
 pub use dist::{Dist, DistError};
+pub mod plan;
+
+pub use plan::{FlowPlan, PlannedFlow};
