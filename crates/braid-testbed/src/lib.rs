@@ -5,6 +5,11 @@
 //! with the simulator's metrics and reported with its JSON.
 
 pub mod accuracy;
+pub mod contender;
 pub mod emulator;
 pub mod netns;
+pub mod run;
 pub mod topology;
+pub mod workload;
+
+pub use run::{TestbedOptions, run_testbed};

@@ -25,8 +25,12 @@ struct Cli {
 enum Command {
     /// Run a scenario in the deterministic simulator and compare its schemes.
     Sim(cli::sim::SimArgs),
-    /// Run braid's main job on its embedded default: the PluriBus bus scenario, all schemes.
+    /// Run braid's main job on its embedded default: the PluriBus bus on the real-kernel testbed
+    /// (braid vs plain TCP vs MPTCP), or in the simulator where the testbed cannot run.
     Demo(cli::sim::DemoArgs),
+    /// Run a scenario's contenders (braid schemes, plain TCP, MPTCP, kcptun) on real kernels over
+    /// emulated links.
+    Testbed(cli::testbed::TestbedArgs),
     /// Run the vehicle gateway: carry the TUN device's packets over every uplink.
     Client(cli::daemon::DaemonArgs),
     /// Run the server: one session per vehicle, packets to and from its TUN device.
@@ -46,6 +50,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Sim(a) => cli::sim::sim(a),
         Command::Demo(a) => cli::sim::demo(a),
+        Command::Testbed(a) => cli::testbed::testbed(a),
         Command::Client(a) => daemon::client::run(&a.config),
         Command::Server(a) => daemon::server::run(&a.config),
         Command::Status(a) => cli::daemon::status(a),

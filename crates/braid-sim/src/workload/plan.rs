@@ -60,7 +60,9 @@ impl Iterator for FlowPlan {
             d => *d,
         };
         let gap = interarrival_s.sample(&mut self.rng).max(0.0) / scale;
-        self.next = Some(t + Duration::from_secs_f64(gap));
+        // Whole microseconds, braid's clock resolution, at every step, so that start times do not
+        // depend on which clock adds them up.
+        self.next = Some(t + Duration::from_micros(Duration::from_secs_f64(gap).as_micros() as u64));
         Some(PlannedFlow { start: t, size, direction })
     }
 }

@@ -4,7 +4,7 @@ use anyhow::Context;
 use braid_sim::report;
 use braid_sim::results::SimReport;
 use braid_sim::runner::{RunOptions, run_scenario};
-use braid_sim::scenario::Scenario;
+use braid_sim::scenario::{Scenario, SchemeKind};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
@@ -41,17 +41,34 @@ pub struct DemoArgs {
     /// Runs per scheme.
     #[arg(long)]
     pub runs: Option<u32>,
-    /// Parallel jobs (default: all cores).
+    /// Parallel jobs of the simulator (default: all cores).
     #[arg(long)]
     pub jobs: Option<usize>,
+    /// Run the simulator even where the real-kernel testbed could run.
+    #[arg(long)]
+    pub sim: bool,
+    /// Seconds of workload per testbed run (real time).
+    #[arg(long, default_value_t = 60)]
+    pub duration_s: u64,
 }
 
 /// Runs `braid sim`.
 pub fn sim(a: SimArgs) -> anyhow::Result<()> {
-    let scenario = match &a.file {
+    let mut scenario = match &a.file {
         Some(f) => Scenario::from_file(f).with_context(|| format!("scenario {}", f.display()))?,
         None => Scenario::default_bus(),
     };
+    // A testbed scenario lists real-kernel peers beside braid's schemes: simulate braid's.
+    let peers: Vec<String> =
+        scenario.schemes.iter().filter(|s| matches!(s.kind, SchemeKind::Peer(_))).map(|s| s.name.clone()).collect();
+    if !peers.is_empty() {
+        scenario.schemes.retain(|s| !matches!(s.kind, SchemeKind::Peer(_)));
+        anyhow::ensure!(
+            !scenario.schemes.is_empty(),
+            "every scheme is a real-kernel peer; run them with `braid testbed`"
+        );
+        eprintln!("braid sim: skipping {} (real-kernel peers run only on `braid testbed`)", peers.join(", "));
+    }
     let report = run_with_progress(&scenario, &RunOptions { runs: a.runs, seed: a.seed, jobs: a.jobs }, a.json)?;
     print_report(&report, a.json, a.verbose);
     if let Some(dir) = &a.out {
@@ -60,8 +77,15 @@ pub fn sim(a: SimArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs `braid demo`: the embedded bus scenario in the simulator.
+/// Runs `braid demo`: the embedded bus on the real-kernel testbed when this machine can run it
+/// (root, namespaces, the peers' packages), otherwise in the simulator, saying why.
 pub fn demo(a: DemoArgs) -> anyhow::Result<()> {
+    if !a.sim {
+        match super::testbed::demo(a.runs.unwrap_or(DEMO_TESTBED_RUNS), a.duration_s) {
+            Ok(result) => return result,
+            Err(why) => eprintln!("braid demo: not on the testbed ({why}); running the simulator instead"),
+        }
+    }
     let scenario = Scenario::default_bus();
     eprintln!(
         "braid demo: the PluriBus bus (WiMax-like + EVDO-like uplinks, bursty short TCP flows) in the simulator, {} runs x {} schemes",
@@ -72,6 +96,9 @@ pub fn demo(a: DemoArgs) -> anyhow::Result<()> {
     print_report(&report, false, false);
     Ok(())
 }
+
+/// Runs of the demo on the testbed (each `duration_s` of real time, contenders side by side).
+const DEMO_TESTBED_RUNS: u32 = 3;
 
 fn run_with_progress(scenario: &Scenario, opts: &RunOptions, quiet: bool) -> anyhow::Result<SimReport> {
     let bar = if std::io::stderr().is_terminal() && !quiet {
@@ -98,7 +125,7 @@ fn run_with_progress(scenario: &Scenario, opts: &RunOptions, quiet: bool) -> any
     Ok(report)
 }
 
-fn print_report(report: &SimReport, json: bool, verbose: bool) {
+pub(crate) fn print_report(report: &SimReport, json: bool, verbose: bool) {
     if json {
         println!("{}", serde_json::to_string_pretty(&report::json(report)).unwrap_or_default());
         return;
@@ -109,7 +136,7 @@ fn print_report(report: &SimReport, json: bool, verbose: bool) {
     }
 }
 
-fn write_outputs(report: &SimReport, dir: &std::path::Path) -> anyhow::Result<()> {
+pub(crate) fn write_outputs(report: &SimReport, dir: &std::path::Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut files = report::write_csv(report, dir).with_context(|| format!("writing CSV into {}", dir.display()))?;
     files.extend(report::write_plots(report, dir)?);

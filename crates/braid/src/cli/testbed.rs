@@ -1,0 +1,205 @@
+//! `braid testbed`: a scenario's contenders on real kernels over emulated links; and the demo's
+//! testbed half.
+
+use anyhow::Context;
+use braid_sim::results::SimReport;
+use braid_sim::scenario::{Peer, Scenario, SchemeKind, SchemeSpec};
+use braid_testbed::{TestbedOptions, accuracy, netns, run_testbed};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+/// Arguments of `braid testbed`.
+#[derive(Args, Debug)]
+pub struct TestbedArgs {
+    /// Scenario file (the same as `braid sim`'s); `[[scheme]]` entries may be braid schemes or
+    /// `peer = "plain" | "mptcp" | "kcptun"`. Without it, the embedded bus scenario.
+    pub file: Option<PathBuf>,
+    /// Print one JSON object (DESIGN.md 6) instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write CSV files and plots into this directory.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Runs per contender (overrides the file).
+    #[arg(long)]
+    pub runs: Option<u32>,
+    /// Seed of the first run (overrides the file).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Seconds of workload per run (overrides the file's `duration_s`; the testbed runs in real
+    /// time).
+    #[arg(long)]
+    pub duration_s: Option<u64>,
+    /// Contenders run side by side, each on its own namespaces (default: all).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Keep the configs and logs of every contender in this directory (default: a temporary
+    /// directory removed on success).
+    #[arg(long)]
+    pub keep: Option<PathBuf>,
+    /// Also print the per-link table.
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// Instead of a scenario, measure the emulator's accuracy (delay, rate, loss) and exit non-zero
+    /// if a target is missed.
+    #[arg(long, conflicts_with = "file")]
+    pub accuracy: bool,
+}
+
+/// Ctrl-C and SIGTERM set the flag; the runs stop and everything is cleaned up.
+fn stop_flag() -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let _ = signal_hook::flag::register(sig, stop.clone());
+    }
+    stop
+}
+
+fn work_dir(keep: &Option<PathBuf>) -> PathBuf {
+    keep.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("braid-testbed-{}", std::process::id())))
+}
+
+/// Runs `braid testbed`.
+pub fn testbed(a: TestbedArgs) -> anyhow::Result<()> {
+    if a.accuracy {
+        return run_accuracy(&a);
+    }
+    let scenario = match &a.file {
+        Some(f) => Scenario::from_file(f).with_context(|| format!("scenario {}", f.display()))?,
+        None => Scenario::default_bus(),
+    };
+    let report = run(&scenario, &a, a.json)?;
+    super::sim::print_report(&report, a.json, a.verbose);
+    if let Some(dir) = &a.out {
+        super::sim::write_outputs(&report, dir)?;
+    }
+    Ok(())
+}
+
+fn run(scenario: &Scenario, a: &TestbedArgs, quiet: bool) -> anyhow::Result<SimReport> {
+    let dir = work_dir(&a.keep);
+    let opts = TestbedOptions {
+        runs: a.runs,
+        seed: a.seed,
+        duration: a.duration_s.map(Duration::from_secs),
+        jobs: a.jobs,
+        braid_bin: std::env::current_exe().context("locating the braid binary")?,
+        work_dir: dir.clone(),
+        stop: stop_flag(),
+    };
+    let bar = (std::io::stderr().is_terminal() && !quiet).then(|| {
+        let b = ProgressBar::new(0);
+        b.set_style(
+            ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} runs, {elapsed} elapsed, ~{eta} left")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        b.set_message(format!("testbed: {} (real time)", scenario.name));
+        b.enable_steady_tick(Duration::from_millis(250));
+        b
+    });
+    let progress = |done: usize, total: usize| {
+        if let Some(b) = &bar {
+            b.set_length(total as u64);
+            b.set_position(done as u64);
+        }
+    };
+    let result = run_testbed(scenario, &opts, &progress);
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    match result {
+        Ok(r) => {
+            if a.keep.is_none() {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+            Ok(r)
+        }
+        Err(e) => Err(e.context(format!("configs and logs kept in {}", dir.display()))),
+    }
+}
+
+fn run_accuracy(a: &TestbedArgs) -> anyhow::Result<()> {
+    netns::available().map_err(|e| anyhow::anyhow!(e))?;
+    netns::sweep_stale();
+    let dir = work_dir(&a.keep);
+    let checks = accuracy::measure(&dir, 1.0)?;
+    if a.keep.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    if a.json {
+        let rows: Vec<_> = checks
+            .iter()
+            .map(|c| {
+                serde_json::json!({ "what": c.what, "configured": c.configured, "measured": c.measured,
+                    "tolerance": c.tolerance, "unit": c.unit, "pass": c.pass(), "detail": c.detail })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&rows).unwrap_or_default());
+    } else {
+        println!(
+            "{:<26} {:>12} {:>12} {:>10}  {:<8} {:<5} detail",
+            "check", "configured", "measured", "tolerance", "unit", "ok"
+        );
+        for c in &checks {
+            println!(
+                "{:<26} {:>12.4} {:>12.4} {:>10.4}  {:<8} {:<5} {}",
+                c.what,
+                c.configured,
+                c.measured,
+                c.tolerance,
+                c.unit,
+                if c.pass() { "yes" } else { "NO" },
+                c.detail
+            );
+        }
+    }
+    let failed: Vec<&str> = checks.iter().filter(|c| !c.pass()).map(|c| c.what.as_str()).collect();
+    anyhow::ensure!(failed.is_empty(), "emulator accuracy targets missed: {}", failed.join(", "));
+    Ok(())
+}
+
+/// The demo on the testbed: the embedded bus with `plain`, `mptcp` and braid `oec`, side by side.
+/// `Err` with the reason when the testbed cannot run here (the caller falls back to the
+/// simulator).
+pub fn demo(runs: u32, duration_s: u64) -> Result<anyhow::Result<()>, String> {
+    netns::available()?;
+    let mut scenario = Scenario::default_bus();
+    let peer = |name: &str, p| SchemeSpec {
+        name: name.into(),
+        kind: SchemeKind::Peer(p),
+        fec_percent: None,
+        weights: None,
+        hold: None,
+    };
+    let oec = scenario.schemes.iter().find(|s| s.name == "oec").cloned().ok_or("the bus scenario has no oec scheme")?;
+    scenario.schemes = vec![peer("plain", Peer::Plain), peer("mptcp", Peer::Mptcp), oec];
+    let missing = braid_testbed::run::missing_tools(&scenario);
+    if !missing.is_empty() {
+        let m: Vec<String> = missing.iter().map(|(c, p)| format!("{c} (package {p})")).collect();
+        return Err(format!("missing {}; run scripts/testbed-deps.sh to install them", m.join(", ")));
+    }
+    eprintln!(
+        "braid demo: the PluriBus bus on the real-kernel testbed (namespaces, emulated WiMax + EVDO links, curl against nginx): \
+         plain TCP on the best uplink, kernel MPTCP and braid oec side by side, {runs} runs of {duration_s} s in real time"
+    );
+    let args = TestbedArgs {
+        file: None,
+        json: false,
+        out: None,
+        runs: Some(runs),
+        seed: None,
+        duration_s: Some(duration_s),
+        jobs: None,
+        keep: None,
+        verbose: false,
+        accuracy: false,
+    };
+    Ok(run(&scenario, &args, false).map(|report| {
+        super::sim::print_report(&report, false, false);
+    }))
+}
