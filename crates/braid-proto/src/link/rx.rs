@@ -18,6 +18,10 @@ const OWD_GAIN: f64 = 1.0 / 8.0;
 /// stale estimate lets a standing queue leak in. Rising slowly keeps the average at the floor
 /// (queues only ever add delay) while still following a genuinely longer path.
 const OWD_GAIN_UP: f64 = 1.0 / 64.0;
+/// Queued pairs an interval needs before its dispersion rate counts as a capacity sample.
+const MIN_BUSY_PAIRS: u32 = 3;
+/// Service time those pairs must span, µs: enough that timer granularity cannot dominate.
+const MIN_BUSY_US: f64 = 2_000.0;
 /// Capacity measurement interval (PluriBus 5.2).
 pub const CAPACITY_INTERVAL: Duration = Duration::from_millis(500);
 /// Consecutive qualifying intervals on one side of the estimate needed to move it (PluriBus 5.2).
@@ -81,6 +85,12 @@ struct Interval {
     last_send: u32,
     last_recv: Instant,
     queue_us_sum: f64,
+    /// Bits of packets that waited at the bottleneck behind the previous one, and the arrival
+    /// gaps they came with: while a queue stands, the link is busy and those gaps are its service
+    /// times (packet-train dispersion), so `busy_bits / busy_us` is its drain rate.
+    busy_bits: f64,
+    busy_us: f64,
+    busy_pairs: u32,
 }
 
 impl RxEstimator {
@@ -203,8 +213,19 @@ impl RxEstimator {
                 last_send: timestamp,
                 last_recv: now,
                 queue_us_sum: queued_us,
+                ..Interval::default()
             };
             return;
+        }
+        // This packet waited behind the previous one if its delay above the empty-queue floor
+        // exceeds the gap since the previous arrival (had it met an idle link, the gap would be
+        // at least its own transmission time, which is all the delay it adds). Then the gap is
+        // pure service time. A loss in between took service time unseen: skip that pair.
+        let gap_us = (now - iv.last_recv).as_micros() as f64;
+        if newly_lost == 0 && queued_us > gap_us {
+            iv.busy_bits += size as f64 * 8.0;
+            iv.busy_us += gap_us;
+            iv.busy_pairs += 1;
         }
         iv.packets += 1;
         iv.bytes += size as u64;
@@ -231,9 +252,28 @@ impl RxEstimator {
         let recv_bps = bits * 1e6 / recv_us;
         let send_bps = if send_us > 0.0 { bits * 1e6 / send_us } else { f64::INFINITY };
         let standing = iv.queue_us_sum / iv.packets as f64 >= STANDING_QUEUE_US;
-        if send_bps < CAPACITY_QUALIFY * self.capacity_bps && send_bps < CAPACITY_OUTPACED * recv_bps && !standing {
-            return;
-        }
+        let dispersion = (iv.busy_pairs >= MIN_BUSY_PAIRS && iv.busy_us >= MIN_BUSY_US && iv.busy_bits > 0.0)
+            .then(|| iv.busy_bits * 1e6 / iv.busy_us);
+        let sample = if let Some(d) = dispersion {
+            // Queued packets drained at the link's rate (or the share of it left by cross
+            // traffic): a measurement either way.
+            d
+        } else {
+            if send_bps < CAPACITY_QUALIFY * self.capacity_bps && send_bps < CAPACITY_OUTPACED * recv_bps && !standing {
+                return;
+            }
+            // Nothing queued for long enough to measure the drain rate: the receive rate then
+            // spans idle gaps between a bursty sender's bursts (TCP's slow start, short flows),
+            // so it is only a lower bound on capacity. It may raise the estimate (PluriBus 5.2's
+            // upward probing by OEC) but never lower it; before this rule, every burst followed
+            // by a pause within one interval pulled the estimate down, to a sixth of the true
+            // capacity on the bus scenario without coding.
+            if recv_bps <= self.capacity_bps && !standing && send_bps < CAPACITY_OUTPACED * recv_bps {
+                return;
+            }
+            recv_bps
+        };
+        let recv_bps = sample;
         let above = recv_bps > self.capacity_bps;
         if self.streak.is_empty() || above != self.streak_above {
             self.streak.clear();
@@ -314,6 +354,51 @@ mod tests {
             let arrive = Instant::from_micros(link_free + delay_us);
             est.handle(arrive, seq::truncate(i), (sent as u32).wrapping_add(offset), size);
         }
+    }
+
+    /// Bursts of `burst` back-to-back packets every `period_us` through a FIFO bottleneck of
+    /// `cap_bps` (a TCP sender in slow start, or short flows): the link idles between bursts.
+    fn feed_bursts(est: &mut RxEstimator, bursts: u64, burst: u64, period_us: u64, cap_bps: f64) {
+        let size = 1400;
+        let tx = (size as f64 * 8.0 * 1e6 / cap_bps) as u64;
+        let mut link_free = 0u64;
+        let mut i = 0;
+        for b in 0..bursts {
+            for _ in 0..burst {
+                let sent = b * period_us;
+                let start = sent.max(link_free);
+                link_free = start + tx;
+                est.handle(Instant::from_micros(link_free + 20_000), seq::truncate(i), sent as u32, size);
+                i += 1;
+            }
+        }
+    }
+
+    #[test]
+    fn capacity_holds_under_bursts_with_idle_gaps() {
+        // 10 packets every 100 ms on 1.5 Mbit/s: each burst drains in 75 ms, then 25 ms idle.
+        // Send and receive spans of an interval both include the idle time; only the queued
+        // pairs measure the link.
+        let mut e = RxEstimator::new(1.5e6);
+        feed_bursts(&mut e, 100, 10, 100_000, 1.5e6);
+        let c = e.capacity_bps();
+        assert!((c - 1.5e6).abs() < 0.05e6, "capacity {c}");
+    }
+
+    #[test]
+    fn capacity_too_high_comes_down_from_dispersion_of_bursts() {
+        let mut e = RxEstimator::new(4e6);
+        feed_bursts(&mut e, 100, 10, 100_000, 1.5e6);
+        let c = e.capacity_bps();
+        assert!((c - 1.5e6).abs() < 0.05e6, "capacity {c}");
+    }
+
+    #[test]
+    fn capacity_too_low_goes_up_from_dispersion_of_bursts() {
+        let mut e = RxEstimator::new(0.3e6);
+        feed_bursts(&mut e, 100, 10, 100_000, 1.5e6);
+        let c = e.capacity_bps();
+        assert!((c - 1.5e6).abs() < 0.05e6, "capacity {c}");
     }
 
     #[test]
