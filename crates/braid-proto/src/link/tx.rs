@@ -108,13 +108,28 @@ impl TxLink {
 
     /// Estimated time for the bottleneck to drain braid's own packets, at `now` (PluriBus 5.2).
     pub fn queue_delay(&self, now: Instant) -> Duration {
-        let elapsed = (now - self.queue_at).as_micros() as f64;
-        Duration::from_micros((self.queue_us - elapsed).max(0.0) as u64)
+        Duration::from_micros(self.queue_left_us(now) as u64)
     }
 
-    /// When the estimated queue will be (or was) empty.
+    /// What is left of the queue at `now`, µs, fractional: above a few Gbit/s one packet takes
+    /// less than a microsecond, and rounding it away made a link look idle after every send.
+    fn queue_left_us(&self, now: Instant) -> f64 {
+        let elapsed = (now - self.queue_at).as_micros() as f64;
+        (self.queue_us - elapsed).max(0.0)
+    }
+
+    /// Whether braid's own packets have drained from the bottleneck at `now`: the link has room
+    /// for an opportunistic coded packet (PluriBus 4.1). Never true right after a send, whatever
+    /// the capacity, so opportunistic sending at one instant always ends.
+    pub fn queue_is_empty(&self, now: Instant) -> bool {
+        self.queue_left_us(now) <= 0.0
+    }
+
+    /// When the estimated queue will be (or was) empty: rounded up, so that while
+    /// [`Self::queue_is_empty`] is false this is later than `now` (a timer that is due but finds
+    /// nothing to do would spin the driver).
     pub fn queue_drained_at(&self) -> Instant {
-        self.queue_at + Duration::from_micros(self.queue_us.max(0.0) as u64)
+        self.queue_at + Duration::from_micros(self.queue_us.max(0.0).ceil() as u64)
     }
 
     /// Serialisation time of `size` bytes at the current capacity.
@@ -133,8 +148,7 @@ impl TxLink {
     /// Records a send: `Q <- max(0, Q - elapsed) + size / capacity` (PluriBus 5.2, as meant) and
     /// returns the per-link sequence number to use.
     pub fn on_send(&mut self, now: Instant, size: usize) -> u64 {
-        let drained = self.queue_delay(now).as_micros() as f64;
-        self.queue_us = drained + tx_time_us(size, self.capacity_bps());
+        self.queue_us = self.queue_left_us(now) + tx_time_us(size, self.capacity_bps());
         self.queue_at = now;
         self.last_send = Some(now);
         if self.first_unconfirmed.is_none() {
@@ -235,6 +249,28 @@ mod tests {
         // After draining, a new send starts from an empty queue, not a negative one.
         l.on_send(t0 + Duration::from_millis(50), 1250);
         assert_eq!(l.queue_delay(t0 + Duration::from_millis(50)), Duration::from_millis(10));
+    }
+
+    #[test]
+    fn a_send_fills_the_queue_at_any_capacity() {
+        // Regression (braid-fuzz, session-pair): a reported capacity of u32::MAX kbit/s (or any
+        // above a few Gbit/s) made one packet's transmission time round to 0 µs, so the link
+        // looked idle after every send and opportunistic coding never stopped at that instant.
+        let mut l = link();
+        l.on_report(u32::MAX, 0.0, None);
+        let t0 = Instant::from_millis(10);
+        assert!(l.queue_is_empty(t0));
+        l.on_send(t0, 100);
+        assert!(!l.queue_is_empty(t0));
+        assert!(l.queue_drained_at() > t0, "the opportunity timer is in the future");
+        assert!(l.queue_is_empty(t0 + Duration::from_micros(1)));
+        // Sub-microsecond sends accumulate rather than being rounded away one by one.
+        let mut m = link();
+        m.on_report(10_000_000, 0.0, None); // 10 Gbit/s: 1250 bytes take 1 µs
+        for _ in 0..10 {
+            m.on_send(t0, 625);
+        }
+        assert_eq!(m.queue_delay(t0), Duration::from_micros(5));
     }
 
     #[test]

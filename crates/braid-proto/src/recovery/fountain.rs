@@ -333,6 +333,7 @@ impl FountainDecoder {
         let Some(data) = dec.decode(packets) else { return };
         let t = usize::from(t);
         let mut bad = false;
+        let mut recovered = Vec::new();
         for i in 0..u32::from(k) {
             if b.symbols.contains_key(&i) {
                 continue;
@@ -340,18 +341,22 @@ impl FountainDecoder {
             let Some(s) = data.get(i as usize * t..(i as usize + 1) * t) else { break };
             let len = usize::from(u16::from_be_bytes([s[0], s[1]]));
             if len == 0 || len + FOUNTAIN_SYMBOL_PREFIX > t {
-                // Inconsistent symbols (forged or corrupt): nothing from this block is trusted.
+                // Inconsistent symbols (forged or corrupt): nothing from this block is trusted,
+                // not even the packets decoded before this one.
                 bad = true;
                 break;
             }
-            out.push((base + u64::from(i), s[2..2 + len].to_vec()));
-            self.stats.recovered += 1;
-            if later {
-                self.stats.recovered_later += 1;
-            }
+            recovered.push((base + u64::from(i), s[2..2 + len].to_vec()));
         }
         if bad {
             self.stats.discarded += 1;
+        } else {
+            let n = recovered.len() as u64;
+            self.stats.recovered += n;
+            if later {
+                self.stats.recovered_later += n;
+            }
+            out.extend(recovered);
         }
         b.done = true;
         b.symbols.clear();
@@ -600,6 +605,23 @@ mod tests {
                 prop_assert!(*s >= 5 && !p.is_empty());
             }
         }
+    }
+
+    #[test]
+    fn an_inconsistent_block_yields_nothing() {
+        // Source symbol 0 is well-formed, symbol 1 claims length 0: the repair symbols are
+        // consistent with each other but not with braid's symbol format, so neither packet may
+        // come out (symbol 0 used to, as it was decoded before the check failed on symbol 1).
+        let (k, t) = (2u16, 4u16);
+        let enc = SourceBlockEncoder::new(0, &oti(k, t), &[0, 1, 0xaa, 0, 0, 0, 0, 0]);
+        let mut dec = FountainDecoder::new(4, Duration::from_secs(1));
+        let mut out = Vec::new();
+        for (r, pkt) in enc.repair_packets(0, 4).into_iter().enumerate() {
+            let cov = Coverage { base: 100, span: k, degree: k, seed: r as u16 };
+            dec.handle_coded(Instant::ZERO, &cov, t, &pkt.split().1, &|_| Known::Missing, &mut out);
+        }
+        assert!(out.is_empty(), "{out:?}");
+        assert_eq!((dec.stats().recovered, dec.stats().discarded), (0, 1));
     }
 
     #[test]

@@ -73,11 +73,8 @@ impl Session {
             }
         }
         if self.recovery.wants_opportunity() {
-            let empty: Vec<(LinkId, f64)> = self
-                .usable_slots()
-                .filter(|s| s.tx.queue_delay(now).is_zero())
-                .map(|s| (s.tx.id, s.tx.loss()))
-                .collect();
+            let empty: Vec<(LinkId, f64)> =
+                self.usable_slots().filter(|s| s.tx.queue_is_empty(now)).map(|s| (s.tx.id, s.tx.loss())).collect();
             for (id, loss) in empty {
                 if let Some((kind, cov)) = self.recovery.poll_opportunistic(now, id, loss)
                     && let Some(t) = self.send_coded(now, buf, kind, &cov, Some(id))

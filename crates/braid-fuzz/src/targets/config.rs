@@ -1,0 +1,94 @@
+//! The daemons' TOML configuration parser (`crates/braid/src/daemon/config.rs`).
+//!
+//! `braid` is a binary crate, so its config module is compiled in here from its source file
+//! rather than depended on; it uses nothing of the binary but `braid_proto`, serde, toml and
+//! anyhow. Resolving the client's `server` name may query DNS, so the target uses
+//! `ClientConfig::parse_unresolved` and resolves only literal addresses.
+
+#[allow(dead_code, unreachable_pub, missing_docs)]
+#[path = "../../../braid/src/daemon/config.rs"]
+mod daemon_config;
+
+use super::{Target, Verdict, text};
+use daemon_config::{ClientConfig, ServerConfig};
+
+/// Client and server configuration files.
+pub(super) const DAEMON_CONFIG: Target = Target {
+    name: "daemon-config",
+    about: "braid client/server TOML config: ClientConfig::parse_unresolved, ServerConfig::parse, mtu()",
+    text: true,
+    max_len: 4096,
+    run,
+    seeds,
+};
+
+fn run(input: &[u8]) -> Verdict {
+    let t = text(input);
+    let mut ok = false;
+    if let Ok(c) = ClientConfig::parse_unresolved(&t) {
+        ok = true;
+        let m = c.mtu().expect("a parsed config has an MTU");
+        assert!(m >= 576);
+        if c.server.parse::<std::net::SocketAddr>().is_ok() {
+            let _ = c.server_addr();
+        }
+        let _ = c.control_path();
+        let _ = (c.session.recovery(), c.session.scheduler());
+    }
+    if let Ok(c) = ServerConfig::parse(&t) {
+        ok = true;
+        let m = c.mtu().expect("a parsed config has an MTU");
+        assert!(m >= 576);
+        let _ = (c.session.recovery(), c.session.scheduler());
+    }
+    Verdict::from_ok(ok)
+}
+
+fn seeds() -> Vec<Vec<u8>> {
+    [
+        r#"server = "192.0.2.1:7700"
+tun = { name = "braid0", address = "10.77.0.2/24" }
+path_mtu = 1500
+metrics = "127.0.0.1:9100"
+control = "/run/braid/client.sock"
+[[uplink]]
+name = "lte1"
+interface = "wwan0"
+up_kbps = 2000
+down_kbps = 8000.5
+weight = 3
+[[uplink]]
+name = "wifi"
+interface = "wlan0"
+[session]
+recovery = "fec:25"
+scheduler = "wrr-auto"
+"#,
+        r#"server = "192.0.2.1:7700"
+[tun]
+name = "braid0"
+address = "10.77.0.2/32"
+mtu = 1300
+[[uplink]]
+name = "a"
+interface = "eth1"
+[session]
+recovery = "rlnc"
+scheduler = "eat"
+"#,
+        r#"listen = "0.0.0.0:7700"
+tun = { name = "braid0", address = "10.77.0.1/24", mtu = 1380 }
+path_mtu = 1500
+max_sessions = 16
+session_idle_s = 60
+metrics = "[::1]:9101"
+[session]
+recovery = "fountain"
+scheduler = "min-delay"
+"#,
+        "listen = \"0.0.0.0:7700\"\ntun = { name = \"braid0\", address = \"10.77.0.1/24\" }\n",
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect()
+}
