@@ -303,7 +303,7 @@ fn path_str(p: &Path) -> anyhow::Result<&str> {
 }
 
 /// braid's counters at the end of a run, read from both daemons' control sockets.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct BraidCounters {
     /// Passenger packets that entered either tunnel end.
     pub tun_in: u64,
@@ -317,15 +317,24 @@ pub struct BraidCounters {
     pub coded_sent: u64,
     /// Packets recovered by decoding.
     pub recovered: u64,
+    /// The client's estimates per uplink, by name: down capacity (kbit/s) and down loss.
+    pub uplink_estimates: Vec<(String, f64, f64)>,
 }
 
 /// Reads [`BraidCounters`] with `braid status --json`.
 pub fn braid_counters(braid_bin: &Path, control: &(PathBuf, PathBuf)) -> anyhow::Result<BraidCounters> {
     let mut c = BraidCounters::default();
-    for sock in [&control.0, &control.1] {
+    for (k, sock) in [&control.0, &control.1].into_iter().enumerate() {
         let out = crate::netns::run(&[path_str(braid_bin)?, "status", "--json", "--control", path_str(sock)?])?;
         let v: Value = serde_json::from_str(&out).context("braid status --json")?;
         for s in v["sessions"].as_array().into_iter().flatten() {
+            if k == 0 {
+                for u in s["uplinks"].as_array().into_iter().flatten() {
+                    let name = u["name"].as_str().unwrap_or_default().to_string();
+                    let cap = u["rx_capacity_kbps"].as_f64().unwrap_or(0.0);
+                    c.uplink_estimates.push((name, cap, u["rx_loss"].as_f64().unwrap_or(0.0)));
+                }
+            }
             let n = |k: &str| s[k].as_u64().unwrap_or(0);
             c.tun_in += n("tun_in");
             c.delivered += n("delivered");

@@ -237,8 +237,10 @@ fn run_one(
     let after = Counters::read(&topo);
     let emulated = Duration::from_micros(topo.clock().now().as_micros());
     let links = topo.stop();
+    let mut estimates = Vec::new();
     if let Some(ctl) = &running.braid_control {
         let c = contender::braid_counters(&opts.braid_bin, ctl)?;
+        estimates = c.uplink_estimates.clone();
         r.residual_loss = 1.0 - c.delivered as f64 / c.tun_in.max(1) as f64;
         r.coded_fraction = c.coded_sent as f64 / (c.data_sent + c.resent + c.coded_sent).max(1) as f64;
         r.recovered = c.recovered;
@@ -260,6 +262,12 @@ fn run_one(
     r.overhead = on_air as f64 / after.web_bytes.saturating_sub(before.web_bytes).max(1) as f64;
     r.datagrams = links.iter().map(|l| l.up.offered_packets + l.down.offered_packets).sum();
     r.links = link_results(&links, &scenario.links, emulated);
+    for l in &mut r.links {
+        if let Some((_, cap, loss)) = estimates.iter().find(|e| e.0 == l.name) {
+            l.est_capacity_down_kbps = *cap;
+            l.est_loss_down = *loss;
+        }
+    }
     drop(running);
     Ok(r)
 }
@@ -295,6 +303,7 @@ fn link_results(links: &[LinkReport], specs: &[braid_sim::scenario::LinkSpec], e
                 loss: lost as f64 / (left(&l.up) + left(&l.down)).max(1) as f64,
                 queue_drops: (l.up.queue_drops + l.down.queue_drops) as f64
                     / (l.up.offered_packets + l.down.offered_packets).max(1) as f64,
+                // braid's own estimates are filled in by the caller; peers have none.
                 est_capacity_down_kbps: 0.0,
                 true_capacity_down_kbps: s.down.rate.mean_kbps(),
                 est_loss_down: 0.0,
