@@ -7,7 +7,7 @@
 //!   msg 1 payload (encrypted): cipher suite u8, session wanted u32 (0 = new), timestamp u64
 //! response (server -> client), 96 bytes:
 //!   clear header (flags 1, session = the session id)   | noise msg 2 (e, ee, se, psk) | mac1 | mac2
-//!   msg 2 payload (encrypted): session id u32
+//!   msg 2 payload (encrypted): u32 = continued flag (bit 24) | session id (bits 0-23)
 //! cookie reply (server -> client), 56 bytes: header (flags 2) | nonce | sealed cookie
 //! unknown-session hint (server -> client), 12 bytes: header (flags 3, session = the unknown id)
 //! ```
@@ -320,14 +320,15 @@ impl Initiator {
                     self.pending = None;
                     return Err(Reject::Malformed);
                 }
-                let session = u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]);
-                if session == 0 || session > Header::MAX_SESSION || session != h.session {
+                let word = u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]);
+                let session = word & Header::MAX_SESSION;
+                if session == 0 || word >> 25 != 0 || session != h.session {
                     self.pending = None;
                     return Err(Reject::Malformed);
                 }
                 let mut p = self.pending.take().ok_or(Reject::Malformed)?;
                 let (send, recv) = p.hs.dangerously_get_raw_split();
-                let continued = p.wanted == session;
+                let continued = word >> 24 == 1 && p.wanted == session;
                 Ok(InitiatorEvent::Established(Established {
                     session,
                     continued,
@@ -514,12 +515,15 @@ impl Responder {
     }
 
     /// Writes the response naming `session` into `out` ([`RESPONSE_LEN`] bytes) and returns the
-    /// session's keys.
+    /// session's keys. `continued` says the server keeps the running session `p.wanted` (a
+    /// rekey) rather than opening a new one, so the client knows whether to start afresh even if
+    /// a new id happened to equal the old one.
     pub fn respond(
         &mut self,
         now: Instant,
         mut p: PendingResponse,
         session: u32,
+        continued: bool,
         out: &mut [u8],
     ) -> Result<(usize, SessionKeys), HandshakeError> {
         if out.len() < RESPONSE_LEN {
@@ -527,7 +531,8 @@ impl Responder {
         }
         header(HandshakeKind::Response, session, p.link, now, out);
         let m1 = HEADER_LEN + NOISE2_LEN;
-        p.hs.write_message(&session.to_be_bytes(), &mut out[HEADER_LEN..m1])?;
+        let word = (session & Header::MAX_SESSION) | (u32::from(continued) << 24);
+        p.hs.write_message(&word.to_be_bytes(), &mut out[HEADER_LEN..m1])?;
         let mac1 = cookie::mac(&self.peer_mac1[p.peer], &out[..m1]);
         out[m1..m1 + MAC_LEN].copy_from_slice(&mac1);
         out[m1 + MAC_LEN..RESPONSE_LEN].fill(0);

@@ -50,7 +50,8 @@ fn handshake(
         InitiationOutcome::CookieReply(_) => return Err(Reject::RateLimited),
     };
     assert_eq!(server.peers()[pending.peer].name, "bus-1");
-    let (m, skeys) = server.respond(now, pending, session, &mut out).unwrap();
+    let continued = wanted != 0 && wanted == session;
+    let (m, skeys) = server.respond(now, pending, session, continued, &mut out).unwrap();
     assert_eq!(m, RESPONSE_LEN);
     match client.handle(now, &out[..m])? {
         InitiatorEvent::Established(e) => Ok((e, skeys)),
@@ -221,7 +222,7 @@ fn under_load_initiations_need_a_cookie() {
     let Ok(InitiationOutcome::Accepted(p)) = server.handle_initiation(now, from(), &buf[..n], &mut out) else {
         panic!("the cookie should let it through");
     };
-    let (m, _) = server.respond(now, p, 77, &mut out).unwrap();
+    let (m, _) = server.respond(now, p, 77, false, &mut out).unwrap();
     assert!(matches!(client.handle(now, &out[..m]), Ok(InitiatorEvent::Established(e)) if e.session == 77));
     // The cookie is bound to the address: from elsewhere it is a cookie reply again.
     let n = client.initiate(now, WALL + 2, 0, LinkId(0), &mut buf).unwrap();
