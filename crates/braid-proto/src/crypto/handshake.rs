@@ -370,6 +370,8 @@ pub enum InitiationOutcome {
     Accepted(PendingResponse),
     /// The server is under load and the initiation had no valid `mac2`: a cookie reply of this
     /// many bytes is in the output buffer (send it; the initiation itself counts as rate limited).
+    /// Beyond 20 per second per source address the initiation is refused as
+    /// [`Reject::RateLimited`] without a reply.
     CookieReply(usize),
 }
 
@@ -383,6 +385,10 @@ pub struct Responder {
     peer_mac1: Vec<[u8; KEY_LEN]>,
     checker: CookieChecker,
     limiter: RateLimiter,
+    /// Cookie replies per source, so a flood from one address gets a trickle of replies, not one
+    /// each (WireGuard answers every one; braid saves the server the sends and the source the
+    /// reflected traffic).
+    cookie_limiter: RateLimiter,
     rng: ChaCha20Rng,
     load_threshold: u32,
     window_start: Instant,
@@ -404,6 +410,7 @@ impl Responder {
             secret,
             checker: CookieChecker::new(&public),
             limiter: RateLimiter::new(RATE_LIMITER_ENTRIES),
+            cookie_limiter: RateLimiter::new(RATE_LIMITER_ENTRIES),
             rng: ChaCha20Rng::from_seed(seed),
             load_threshold: DEFAULT_LOAD_THRESHOLD,
             window_start: Instant::from_micros(0),
@@ -422,9 +429,9 @@ impl Responder {
         &self.peers
     }
 
-    /// Addresses the rate limiter tracks (bounded by [`RATE_LIMITER_ENTRIES`]).
+    /// Addresses the rate limiters track (each bounded by [`RATE_LIMITER_ENTRIES`]).
     pub fn rate_limiter_len(&self) -> usize {
-        self.limiter.len()
+        self.limiter.len().max(self.cookie_limiter.len())
     }
 
     /// Counts an initiation in one-second windows; under load when this or the last window went
@@ -467,7 +474,7 @@ impl Responder {
                 s
             };
             if !self.checker.mac2_ok(now, from, &datagram[..m1 + MAC_LEN], mac2, &mut fresh) {
-                if out.len() < COOKIE_REPLY_LEN {
+                if out.len() < COOKIE_REPLY_LEN || !self.cookie_limiter.allow(now, from.ip()) {
                     return Err(Reject::RateLimited);
                 }
                 let mut nonce = [0u8; cookie::COOKIE_NONCE_LEN];

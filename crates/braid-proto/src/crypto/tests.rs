@@ -231,11 +231,22 @@ fn under_load_initiations_need_a_cookie() {
         server.handle_initiation(now, elsewhere, &buf[..n], &mut out),
         Ok(InitiationOutcome::CookieReply(_))
     ));
-    // Forged initiations with valid mac1 but from a flood: each costs a cookie reply, no DH, and
-    // the rate limiter's table stays bounded.
+    // A flood from one address gets the burst of cookie replies, then nothing.
+    let replies = (0..1000)
+        .filter(|_| {
+            matches!(
+                server.handle_initiation(now, elsewhere, &buf[..n], &mut out),
+                Ok(InitiationOutcome::CookieReply(_))
+            )
+        })
+        .count();
+    assert_eq!(replies, 4, "burst of 5, one used above");
+    // Forged initiations from many addresses: each costs at most a cookie reply, no DH, and the
+    // rate limiters' tables stay bounded.
     for i in 0..10_000u32 {
         let src = SocketAddr::from(([10, (i >> 16) as u8, (i >> 8) as u8, i as u8], 1000));
-        let _ = server.handle_initiation(now, src, &buf[..n], &mut out);
+        let r = server.handle_initiation(now, src, &buf[..n], &mut out);
+        assert!(matches!(r, Ok(InitiationOutcome::CookieReply(_)) | Err(Reject::RateLimited)));
     }
     assert!(server.rate_limiter_len() <= handshake::RATE_LIMITER_ENTRIES);
 }
