@@ -311,3 +311,33 @@ fn public_key_matches_rfc7748() {
     assert_eq!(StaticSecret::from_bytes(alice).public_key().0, alice_pub);
     assert_ne!(s.public_key(), key(2).public_key());
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 512, ..Default::default() })]
+
+    /// Whatever arrives, nothing panics and nothing is accepted that was not sealed by the peer:
+    /// random bytes, and random bytes behind a valid-looking header of every type.
+    #[test]
+    fn random_input_is_rejected_without_panic(
+        bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+        ptype in 1u8..7,
+        flags in 0u8..4,
+    ) {
+        let mut p = pair(CipherSuite::ChaCha20Poly1305, None);
+        let mut framed = bytes.clone();
+        if framed.len() >= HEADER_LEN {
+            framed[0] = (crate::wire::VERSION << 6) | (ptype << 2) | flags;
+            framed[1..4].copy_from_slice(&p.session.to_be_bytes()[1..]);
+        }
+        let mut out = [0u8; 256];
+        for d in [&bytes, &framed] {
+            proptest::prop_assert!(open(&mut p.s, d).is_err());
+            proptest::prop_assert!(open(&mut p.c, d).is_err());
+            proptest::prop_assert!(p.client.handle(Instant::from_micros(9), d).map(|e| !matches!(e, InitiatorEvent::Established(_))).unwrap_or(true));
+            proptest::prop_assert!(!matches!(
+                p.server.handle_initiation(Instant::from_micros(9), from(), d, &mut out),
+                Ok(InitiationOutcome::Accepted(_))
+            ));
+        }
+    }
+}
