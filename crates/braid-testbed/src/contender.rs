@@ -173,8 +173,13 @@ fn start_braid(topo: &Topology, scheme: &SchemeSpec, braid_bin: &Path, run: &mut
         _ => vec![1; topo.links.len()],
     };
     let (csock, ssock) = (dir.join("client.sock"), dir.join("server.sock"));
+    // A fresh key pair per side and run, as an operator makes them (`braid genkey`, mode 600).
+    let (ckey, cpub) = make_key(braid_bin, &dir.join("client.key"))?;
+    let (skey, spub) = make_key(braid_bin, &dir.join("server.key"))?;
     let mut client = format!(
-        "server = \"{SERVER}:{BRAID_PORT}\"\ntun = {{ name = \"braid0\", address = \"10.77.0.2/24\" }}\ncontrol = \"{}\"\n",
+        "server = \"{SERVER}:{BRAID_PORT}\"\nprivate_key = \"{}\"\nserver_public_key = \"{spub}\"\n\
+         tun = {{ name = \"braid0\", address = \"10.77.0.2/24\" }}\ncontrol = \"{}\"\n",
+        ckey.display(),
         csock.display()
     );
     for (i, l) in topo.links.iter().enumerate() {
@@ -191,7 +196,10 @@ fn start_braid(topo: &Topology, scheme: &SchemeSpec, braid_bin: &Path, run: &mut
     let session = format!("[session]\nrecovery = \"{recovery}\"\nscheduler = \"{scheduler}\"\n");
     client.push_str(&session);
     let server = format!(
-        "listen = \"0.0.0.0:{BRAID_PORT}\"\ntun = {{ name = \"braid0\", address = \"10.77.0.1/24\" }}\ncontrol = \"{}\"\n{session}",
+        "listen = \"0.0.0.0:{BRAID_PORT}\"\nprivate_key = \"{}\"\n\
+         tun = {{ name = \"braid0\", address = \"10.77.0.1/24\" }}\ncontrol = \"{}\"\n{session}\
+         [[peer]]\nname = \"van\"\npublic_key = \"{cpub}\"\n",
+        skey.display(),
         ssock.display()
     );
     let (cpath, spath) = (dir.join("client.toml"), dir.join("server.toml"));
@@ -209,6 +217,20 @@ fn start_braid(topo: &Topology, scheme: &SchemeSpec, braid_bin: &Path, run: &mut
     topo.lan.sh(&format!("ip route add {RIDERS_NET} dev braid0"))?;
     run.braid_control = Some((csock, ssock));
     Ok(())
+}
+
+/// Writes a new private key to `path` (mode 600) with `braid genkey`; the path and its public key.
+fn make_key(braid_bin: &Path, path: &Path) -> anyhow::Result<(PathBuf, String)> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let bin = path_str(braid_bin)?;
+    let key = crate::netns::run(&[bin, "genkey"])?;
+    std::fs::write(path, &key)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    let mut c = std::process::Command::new(bin);
+    c.arg("pubkey").stdin(std::fs::File::open(path)?);
+    let out = c.output().context("braid pubkey")?;
+    anyhow::ensure!(out.status.success(), "braid pubkey: {}", String::from_utf8_lossy(&out.stderr));
+    Ok((path.to_path_buf(), String::from_utf8_lossy(&out.stdout).trim().to_string()))
 }
 
 fn start_service(topo: &Topology, service: Service, mptcp: bool, children: &mut Vec<Child>) -> anyhow::Result<()> {

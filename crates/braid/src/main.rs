@@ -39,6 +39,10 @@ enum Command {
     Status(cli::daemon::StatusArgs),
     /// Change a running daemon's settings without disturbing its traffic.
     Set(cli::daemon::SetArgs),
+    /// Print a new private key (base64): `braid genkey > private.key` (umask 077 first).
+    Genkey,
+    /// Read a private key on stdin, print its public key: `braid pubkey < private.key`.
+    Pubkey,
 }
 
 fn main() -> ExitCode {
@@ -55,6 +59,8 @@ fn main() -> ExitCode {
         Command::Server(a) => daemon::server::run(&a.config),
         Command::Status(a) => cli::daemon::status(a),
         Command::Set(a) => cli::daemon::set(a),
+        Command::Genkey => daemon::keys::genkey(),
+        Command::Pubkey => daemon::keys::pubkey(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -8,6 +8,10 @@
 #[allow(dead_code, unreachable_pub, missing_docs)]
 #[path = "../../../braid/src/daemon/config.rs"]
 mod daemon_config;
+/// `config.rs` reads key files through `super::keys`: the daemon's module, compiled in beside it.
+#[allow(dead_code, unreachable_pub, missing_docs)]
+#[path = "../../../braid/src/daemon/keys.rs"]
+mod keys;
 
 use super::{Target, Verdict, text};
 use daemon_config::{ClientConfig, ServerConfig};

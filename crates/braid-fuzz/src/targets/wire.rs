@@ -141,6 +141,7 @@ fn datagram(input: &[u8]) -> Verdict {
         PacketType::Feedback => feedback(body) == Verdict::Accepted,
         PacketType::Probe => probe(body) == Verdict::Accepted,
         PacketType::Close => close(body) == Verdict::Accepted,
+        PacketType::Handshake => braid_proto::crypto::HandshakeKind::parse(h.flags, body).is_ok(),
     };
     Verdict::from_ok(ok)
 }

@@ -255,5 +255,11 @@ fn parse_body<'a>(h: &Header, body: &'a [u8]) -> Result<Body<'a>, crate::wire::W
         PacketType::Feedback => Body::Feedback(FeedbackRepr::parse(body)?),
         PacketType::Probe => Body::Probe(ProbeRepr::parse(body)?),
         PacketType::Close => Body::Close(CloseRepr::parse(body)?),
+        PacketType::Handshake => {
+            return Err(crate::wire::WireError::Invalid {
+                field: "packet type",
+                why: "handshake outside the crypto layer",
+            });
+        }
     })
 }

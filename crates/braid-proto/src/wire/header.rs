@@ -16,6 +16,9 @@ pub enum PacketType {
     Probe,
     /// The session ends.
     Close,
+    /// Session set-up in the clear: a Noise handshake message, a cookie reply or an "unknown
+    /// session" hint; the flags say which ([`crate::crypto`]). Never passed to a [`crate::Session`].
+    Handshake,
 }
 
 impl PacketType {
@@ -26,6 +29,7 @@ impl PacketType {
             PacketType::Feedback => 3,
             PacketType::Probe => 4,
             PacketType::Close => 5,
+            PacketType::Handshake => 6,
         }
     }
 
@@ -36,6 +40,7 @@ impl PacketType {
             3 => PacketType::Feedback,
             4 => PacketType::Probe,
             5 => PacketType::Close,
+            6 => PacketType::Handshake,
             other => return Err(WireError::UnknownType(other)),
         })
     }

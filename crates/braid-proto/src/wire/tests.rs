@@ -139,6 +139,7 @@ fn parse_any(d: &[u8]) -> Result<(), WireError> {
         PacketType::Feedback => FeedbackRepr::parse(body).map(|_| ()),
         PacketType::Probe => ProbeRepr::parse(body).map(|_| ()),
         PacketType::Close => CloseRepr::parse(body).map(|_| ()),
+        PacketType::Handshake => crate::crypto::HandshakeKind::parse(h.flags, body).map(|_| ()),
     }
 }
 
@@ -151,8 +152,8 @@ proptest! {
     }
 
     #[test]
-    fn no_decoder_panics_on_any_body_after_a_valid_header(ptype in 0usize..5, flags in 0u8..4, body in proptest::collection::vec(any::<u8>(), 0..200)) {
-        let types = [PacketType::Data, PacketType::Coded, PacketType::Feedback, PacketType::Probe, PacketType::Close];
+    fn no_decoder_panics_on_any_body_after_a_valid_header(ptype in 0usize..6, flags in 0u8..4, body in proptest::collection::vec(any::<u8>(), 0..200)) {
+        let types = [PacketType::Data, PacketType::Coded, PacketType::Feedback, PacketType::Probe, PacketType::Close, PacketType::Handshake];
         let mut d = vec![0u8; HEADER_LEN];
         header(types[ptype], flags).emit(&mut d).unwrap();
         d.extend_from_slice(&body);

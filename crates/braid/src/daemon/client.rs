@@ -1,4 +1,9 @@
 //! `braid client`: the vehicle gateway. One session, one UDP socket per uplink.
+//!
+//! The session exists once a Noise IKpsk2 handshake with the server has finished
+//! (braid_proto::crypto); the server names its id. The client rekeys on the running session every
+//! `rekey_s`, and handshakes again when it hears nothing authentic for `rejoin_s` or the server
+//! says it does not know the session (it restarted): the new session replaces the old one.
 
 use super::config::{ClientConfig, UplinkConfig};
 use super::control::{Request, Response};
@@ -6,11 +11,14 @@ use super::netwatch::{IfChange, IfState};
 use super::status::{DaemonStatus, session_status};
 use super::{Clock, Input, control, metrics, netwatch, spawn_signals, tun, uplink};
 use anyhow::Context;
+use braid_proto::crypto::{Initiator, InitiatorEvent, Reject, RejectCounts, SecureChannel, TAG_LEN};
+use braid_proto::wire::{Header, PacketType};
 use braid_proto::{LinkConfig, LinkId, RecoveryKind, Role, SchedulerKind, Session, SessionConfig};
 use bytes::Bytes;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -36,18 +44,38 @@ impl Uplink {
     }
 }
 
+/// How long an initiation waits for its response before the next one (on the next uplink).
+const HANDSHAKE_RETRY: Duration = Duration::from_secs(1);
+
+/// A session keyed by a finished handshake.
+struct Keyed {
+    session: Session,
+    channel: SecureChannel,
+}
+
 /// The client's state, owned by its loop.
 struct Client {
     path: PathBuf,
     clock: Clock,
-    session: Session,
+    cfg: ClientConfig,
+    mtu: u16,
+    keyed: Option<Keyed>,
+    initiator: Initiator,
+    /// When the pending initiation was sent.
+    initiated_at: Option<braid_proto::Instant>,
+    /// The uplink the next initiation goes on (rotates, so a dead uplink does not stall set-up).
+    next_hs_link: usize,
     uplinks: Vec<Uplink>,
     tun: Arc<AsyncDevice>,
     server: SocketAddr,
     buf: Vec<u8>,
+    scratch: Vec<u8>,
     tx: mpsc::Sender<Input>,
     send_errors: u64,
     garbage: u64,
+    rejected: RejectCounts,
+    handshakes: u64,
+    hints: u64,
 }
 
 /// Runs `braid client --config PATH` until SIGTERM.
@@ -62,24 +90,20 @@ fn link_config(i: usize, u: &UplinkConfig, server: SocketAddr) -> LinkConfig {
     l
 }
 
+/// Wall-clock nanoseconds since the Unix epoch: the handshake's timestamp (WireGuard's TAI64N).
+fn wall_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
 async fn run_async(path: PathBuf, cfg: ClientConfig) -> anyhow::Result<()> {
     let mtu = cfg.mtu()?;
     let server = cfg.server_addr()?;
-    // Until the authenticated handshake exists, the client names its session at random (OS RNG:
-    // the daemon may use it; only the engine must not).
-    let mut rnd = [0u8; 12];
-    getrandom::fill(&mut rnd).map_err(|e| anyhow::anyhow!("OS random source: {e}"))?;
-    let session_id = u32::from_le_bytes([rnd[0], rnd[1], rnd[2], 0]).max(1);
-    let seed = u64::from_le_bytes(rnd[4..12].try_into().unwrap_or_default());
+    let keys = cfg.keys()?;
+    // The handshake's randomness, drawn from the OS here: the daemon may, the engine must not.
+    let mut seed = [0u8; 32];
+    getrandom::fill(&mut seed).map_err(|e| anyhow::anyhow!("OS random source: {e}"))?;
+    let initiator = Initiator::new(keys.secret, keys.server, keys.psk, cfg.cipher(), seed);
     let clock = Clock::new();
-    let mut scfg = SessionConfig::new(Role::Client);
-    scfg.session_id = session_id;
-    scfg.seed = seed;
-    scfg.recovery = cfg.session.recovery();
-    scfg.scheduler = cfg.session.scheduler();
-    scfg.max_packet = usize::from(mtu);
-    let links: Vec<LinkConfig> = cfg.uplink.iter().enumerate().map(|(i, u)| link_config(i, u, server)).collect();
-    let session = Session::new(scfg, &links, clock.now());
 
     let (tx, rx) = mpsc::channel(4096);
     let tun = tun::open(&cfg.tun, mtu)?;
@@ -90,7 +114,7 @@ async fn run_async(path: PathBuf, cfg: ClientConfig) -> anyhow::Result<()> {
     }
     spawn_signals(tx.clone()).context("installing signal handlers")?;
     netwatch::spawn(cfg.uplink.iter().map(|u| u.interface.clone()).collect(), tx.clone());
-    tracing::info!(session = format_args!("{session_id:06x}"), %server, mtu, tun = %cfg.tun.name, "client started");
+    tracing::info!(%server, mtu, tun = %cfg.tun.name, cipher = %cfg.cipher(), "client started");
 
     let uplinks = cfg
         .uplink
@@ -105,9 +129,29 @@ async fn run_async(path: PathBuf, cfg: ClientConfig) -> anyhow::Result<()> {
             ifstate: None,
         })
         .collect();
-    let buf = vec![0u8; session.min_transmit_buffer()];
-    let mut client = Client { path, clock, session, uplinks, tun, server, buf, tx, send_errors: 0, garbage: 0 };
-    let span = tracing::info_span!("session", id = format_args!("{session_id:06x}"));
+    let buf = vec![0u8; usize::from(mtu) + braid_proto::wire::MAX_CARRIER_OVERHEAD + TAG_LEN];
+    let mut client = Client {
+        path,
+        clock,
+        cfg,
+        mtu,
+        keyed: None,
+        initiator,
+        initiated_at: None,
+        next_hs_link: 0,
+        uplinks,
+        tun,
+        server,
+        buf,
+        scratch: Vec::with_capacity(65536),
+        tx,
+        send_errors: 0,
+        garbage: 0,
+        rejected: RejectCounts::default(),
+        handshakes: 0,
+        hints: 0,
+    };
+    let span = tracing::info_span!("client", server = %server);
     client.run(rx).instrument(span).await;
     for u in &mut client.uplinks {
         u.close();
@@ -120,7 +164,12 @@ impl Client {
     async fn run(&mut self, mut rx: mpsc::Receiver<Input>) {
         let mut idle_spins = 0u32;
         loop {
-            let deadline = self.session.poll_timeout().map(|t| self.clock.tokio_instant(t));
+            let engine = self.keyed.as_ref().and_then(|k| k.session.poll_timeout());
+            let next = match (engine, self.handshake_due()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let deadline = next.map(|t| self.clock.tokio_instant(t));
             let first = tokio::select! {
                 i = rx.recv() => match i { Some(i) => Some(i), None => return },
                 _ = sleep_until(deadline) => None,
@@ -133,8 +182,13 @@ impl Client {
                 }
             }
             let now = self.clock.now();
-            if self.session.poll_timeout().is_some_and(|t| t <= now) {
-                self.session.handle_timeout(now);
+            if let Some(k) = self.keyed.as_mut()
+                && k.session.poll_timeout().is_some_and(|t| t <= now)
+            {
+                k.session.handle_timeout(now);
+            }
+            if self.handshake_due().is_some_and(|t| t <= now) {
+                self.initiate(now).await;
             }
             let progressed = self.flush().await;
             // A timer that stays due without anything to do would spin: yield a little.
@@ -149,16 +203,33 @@ impl Client {
     fn handle(&mut self, input: Input) -> bool {
         let now = self.clock.now();
         match input {
-            Input::Tun(p) => {
-                if let Err(e) = self.session.handle_tun_packet(now, &p) {
-                    tracing::debug!(error = %e, "passenger packet refused");
+            Input::Tun(p) => match self.keyed.as_mut() {
+                Some(k) => {
+                    if let Err(e) = k.session.handle_tun_packet(now, &p) {
+                        tracing::debug!(error = %e, "passenger packet refused");
+                    }
                 }
-            }
+                None => tracing::trace!("no session yet: passenger packet dropped"),
+            },
             Input::Datagram { uplink, from, data, .. } => {
                 let Some(up) = self.uplinks.get(uplink) else { return true };
-                if let Err(e) = self.session.handle_datagram(now, Some(up.id), from, &data) {
-                    self.garbage += 1;
-                    tracing::debug!(uplink = %up.cfg.name, %from, error = %e, "datagram dropped");
+                let id = up.id;
+                match Header::parse(&data) {
+                    Err(_) => self.rejected.count(Reject::Malformed),
+                    Ok((h, _)) if h.ptype == PacketType::Handshake => self.on_handshake(now, &data),
+                    Ok(_) => {
+                        let Some(k) = self.keyed.as_mut() else {
+                            self.rejected.count(Reject::UnknownSession);
+                            return true;
+                        };
+                        if let Err(r) = k.channel.open(now, &data, &mut self.scratch) {
+                            self.rejected.count(r);
+                            tracing::trace!(%from, reason = %r, "datagram rejected");
+                        } else if let Err(e) = k.session.handle_datagram(now, Some(id), from, &self.scratch) {
+                            self.garbage += 1;
+                            tracing::debug!(%from, error = %e, "authentic datagram refused by the engine");
+                        }
+                    }
                 }
             }
             Input::Control(req, reply) => {
@@ -171,11 +242,109 @@ impl Client {
         true
     }
 
+    /// When the next initiation is due: a retry of a pending one, the first one, a rekey, or a
+    /// rejoin after silence. `None` while no uplink has a socket.
+    fn handshake_due(&self) -> Option<braid_proto::Instant> {
+        if !self.uplinks.iter().any(|u| u.socket.is_some()) {
+            return None;
+        }
+        if let Some(at) = self.initiated_at {
+            return Some(at + HANDSHAKE_RETRY);
+        }
+        let Some(k) = self.keyed.as_ref() else { return Some(braid_proto::Instant::from_micros(0)) };
+        let rekey = k.channel.keys_born() + Duration::from_secs(self.cfg.rekey_s);
+        let rejoin = k.channel.last_authentic() + Duration::from_secs(self.cfg.rejoin_s);
+        Some(rekey.min(rejoin))
+    }
+
+    /// Sends an initiation on the next uplink that has a socket.
+    async fn initiate(&mut self, now: braid_proto::Instant) {
+        let n = self.uplinks.len();
+        let Some(i) = (0..n).map(|k| (self.next_hs_link + k) % n).find(|&i| self.uplinks[i].socket.is_some()) else {
+            return;
+        };
+        self.next_hs_link = (i + 1) % n;
+        let wanted = self.keyed.as_ref().map_or(0, |k| k.session.config().session_id);
+        let id = self.uplinks[i].id;
+        let mut out = [0u8; 256];
+        let len = match self.initiator.initiate(now, wall_ns(), wanted, id, &mut out) {
+            Ok(len) => len,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot write a handshake initiation");
+                return;
+            }
+        };
+        self.initiated_at = Some(now);
+        tracing::debug!(uplink = %self.uplinks[i].cfg.name, wanted = format_args!("{wanted:06x}"), "handshake initiation");
+        if let Some(sock) = self.uplinks[i].socket.clone()
+            && sock.send_to(&out[..len], self.server).await.is_err()
+        {
+            self.send_errors += 1;
+        }
+    }
+
+    /// A handshake datagram from the server.
+    fn on_handshake(&mut self, now: braid_proto::Instant, data: &[u8]) {
+        match self.initiator.handle(now, data) {
+            Err(r) => self.rejected.count(r),
+            Ok(InitiatorEvent::CookieStored) => {
+                // The server is under load: the next initiation (on the retry timer) carries mac2.
+                tracing::info!("cookie received; retrying the handshake with it");
+            }
+            Ok(InitiatorEvent::UnknownSession(id)) => {
+                let ours = self.keyed.as_ref().map(|k| k.session.config().session_id);
+                if ours != Some(id) {
+                    self.rejected.count(Reject::Malformed);
+                    return;
+                }
+                self.hints += 1;
+                if self.initiated_at.is_none() {
+                    // Due at once: the loop sends it after this batch.
+                    self.initiated_at = Some(now.saturating_sub(HANDSHAKE_RETRY));
+                    tracing::info!(
+                        session = format_args!("{id:06x}"),
+                        "server does not know the session; joining again"
+                    );
+                }
+            }
+            Ok(InitiatorEvent::Established(e)) => {
+                self.handshakes += 1;
+                self.initiated_at = None;
+                if let Some(k) =
+                    self.keyed.as_mut().filter(|k| e.continued && k.session.config().session_id == e.session)
+                {
+                    k.channel.rekey(&e.keys, now, true);
+                    tracing::info!(session = format_args!("{:06x}", e.session), "session rekeyed");
+                    return;
+                }
+                let session = self.new_session(e.session, now);
+                self.keyed = Some(Keyed { session, channel: SecureChannel::new(&e.keys, now) });
+                tracing::info!(session = format_args!("{:06x}", e.session), cipher = %e.keys.suite, "session established");
+            }
+        }
+    }
+
+    fn new_session(&self, id: u32, now: braid_proto::Instant) -> Session {
+        let mut seed = [0u8; 8];
+        // A failed OS RNG only makes coding choices predictable, which is harmless here.
+        let _ = getrandom::fill(&mut seed);
+        let mut scfg = SessionConfig::new(Role::Client);
+        scfg.session_id = id;
+        scfg.seed = u64::from_le_bytes(seed);
+        scfg.recovery = self.cfg.session.recovery();
+        scfg.scheduler = self.cfg.session.scheduler();
+        scfg.max_packet = usize::from(self.mtu);
+        let links: Vec<LinkConfig> =
+            self.cfg.uplink.iter().enumerate().map(|(i, u)| link_config(i, u, self.server)).collect();
+        Session::new(scfg, &links, now)
+    }
+
     /// Writes out everything the session has to send and deliver. True if anything went out.
     async fn flush(&mut self) -> bool {
         let now = self.clock.now();
         let mut any = false;
-        while let Some(t) = self.session.poll_transmit(now, &mut self.buf) {
+        let Some(k) = self.keyed.as_mut() else { return false };
+        while let Some(t) = k.session.poll_transmit(now, &mut self.buf) {
             any = true;
             let dest = t.destination.unwrap_or(self.server);
             let sock = self.uplinks.get(usize::from(t.link.0)).and_then(|u| u.socket.clone());
@@ -185,16 +354,21 @@ impl Client {
                 self.send_errors += 1;
                 continue;
             };
-            if let Err(e) = sock.send_to(&self.buf[..t.len], dest).await {
+            let Ok(n) = k.channel.seal(&mut self.buf, t.len) else {
+                // The buffer has room for the tag (sized at start): cannot happen; drop, not panic.
+                self.send_errors += 1;
+                continue;
+            };
+            if let Err(e) = sock.send_to(&self.buf[..n], dest).await {
                 self.send_errors += 1;
                 tracing::trace!(link = %t.link, error = %e, "send failed");
             }
         }
-        while let Some(p) = self.session.poll_deliver() {
+        while let Some(p) = k.session.poll_deliver() {
             any = true;
             deliver(&self.tun, &p).await;
         }
-        while let Some(e) = self.session.poll_event() {
+        while let Some(e) = k.session.poll_event() {
             tracing::info!(event = ?e, "session event");
         }
         any
@@ -246,21 +420,38 @@ impl Client {
         match req {
             Request::Status => Response { ok: true, error: None, status: Some(self.status()) },
             Request::SetWeight { link, weight } => match self.find_link(&link) {
-                Some(id) if self.session.set_link_weight(id, weight) => Response::ok(),
-                _ => Response::err(format!("no uplink named {link:?}")),
+                Some(id) => {
+                    if let Some(u) = self.uplinks.get_mut(usize::from(id.0)) {
+                        u.cfg.weight = weight;
+                    }
+                    if let Some(c) = self.cfg.uplink.get_mut(usize::from(id.0)) {
+                        c.weight = weight;
+                    }
+                    if let Some(k) = self.keyed.as_mut() {
+                        k.session.set_link_weight(id, weight);
+                    }
+                    Response::ok()
+                }
+                None => Response::err(format!("no uplink named {link:?}")),
             },
             Request::SetRecovery { name } => match name.parse::<RecoveryKind>() {
-                Ok(k) => {
-                    self.session.set_recovery(k);
-                    tracing::info!(recovery = %k, "recovery switched");
+                Ok(r) => {
+                    self.cfg.session.recovery = Some(super::config::Recovery(r));
+                    if let Some(k) = self.keyed.as_mut() {
+                        k.session.set_recovery(r);
+                    }
+                    tracing::info!(recovery = %r, "recovery switched");
                     Response::ok()
                 }
                 Err(e) => Response::err(e),
             },
             Request::SetScheduler { name } => match name.parse::<SchedulerKind>() {
-                Ok(k) => {
-                    self.session.set_scheduler(k);
-                    tracing::info!(scheduler = %k, "scheduler switched");
+                Ok(s) => {
+                    self.cfg.session.scheduler = Some(super::config::Scheduler(s));
+                    if let Some(k) = self.keyed.as_mut() {
+                        k.session.set_scheduler(s);
+                    }
+                    tracing::info!(scheduler = %s, "scheduler switched");
                     Response::ok()
                 }
                 Err(e) => Response::err(e),
@@ -270,16 +461,29 @@ impl Client {
 
     fn status(&self) -> DaemonStatus {
         let now = self.clock.now();
-        let s = session_status(&self.session, now, |id| match self.uplinks.get(usize::from(id.0)) {
-            Some(u) => (u.cfg.name.clone(), Some(u.cfg.interface.clone()), u.socket.is_some()),
-            None => (id.to_string(), None, false),
-        });
+        let sessions = self
+            .keyed
+            .iter()
+            .map(|k| {
+                let mut s = session_status(&k.session, now, |id| match self.uplinks.get(usize::from(id.0)) {
+                    Some(u) => (u.cfg.name.clone(), Some(u.cfg.interface.clone()), u.socket.is_some()),
+                    None => (id.to_string(), None, false),
+                });
+                s.peer = self.server.to_string();
+                s.cipher = k.channel.suite().to_string();
+                s.key_age_s = now.saturating_duration_since(k.channel.keys_born()).as_secs_f64();
+                s
+            })
+            .collect();
         DaemonStatus {
             role: "client".into(),
             uptime_s: now.as_secs_f64(),
             garbage_datagrams: self.garbage,
             send_errors: self.send_errors,
-            sessions: vec![s],
+            rejected: self.rejected.into(),
+            handshakes: self.handshakes,
+            unknown_session_hints: self.hints,
+            sessions,
             ..Default::default()
         }
     }
@@ -294,13 +498,21 @@ impl Client {
                 return;
             }
         };
-        self.session.set_recovery(cfg.session.recovery());
-        self.session.set_scheduler(cfg.session.scheduler());
+        if let Some(k) = self.keyed.as_mut() {
+            k.session.set_recovery(cfg.session.recovery());
+            k.session.set_scheduler(cfg.session.scheduler());
+        }
         for u in &cfg.uplink {
             if let Some(id) = self.find_link(&u.name) {
-                self.session.set_link_weight(id, u.weight);
+                if let Some(k) = self.keyed.as_mut() {
+                    k.session.set_link_weight(id, u.weight);
+                }
+                if let Some(c) = self.cfg.uplink.get_mut(usize::from(id.0)) {
+                    c.weight = u.weight;
+                }
             }
         }
+        self.cfg.session = cfg.session.clone();
         tracing::info!(recovery = %cfg.session.recovery(), scheduler = %cfg.session.scheduler(), "settings reloaded");
     }
 }

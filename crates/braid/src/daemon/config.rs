@@ -5,6 +5,7 @@
 //! line, the column and the key.
 
 use anyhow::{Context, bail};
+use braid_proto::crypto::{CipherSuite, PeerConfig, PublicKey, StaticSecret};
 use braid_proto::{RecoveryKind, SchedulerKind};
 use serde::Deserialize;
 use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs};
@@ -12,9 +13,8 @@ use std::path::{Path, PathBuf};
 
 /// Outer IPv4 + UDP header bytes around every braid datagram.
 pub const OUTER_IPV4_UDP: usize = 28;
-/// Bytes kept free for the AEAD tag of the authenticated handshake to come, so that turning it on
-/// does not change the TUN MTU under running passengers.
-pub const AEAD_RESERVE: usize = 16;
+/// Bytes kept free for the AEAD tag that seals every datagram.
+pub const AEAD_RESERVE: usize = braid_proto::crypto::TAG_LEN;
 /// Path MTU assumed when the file does not say.
 pub const DEFAULT_PATH_MTU: u16 = 1500;
 
@@ -24,6 +24,24 @@ pub const DEFAULT_PATH_MTU: u16 = 1500;
 pub struct ClientConfig {
     /// The server, `host:port`.
     pub server: String,
+    /// This vehicle's private key file (`braid genkey`; mode 600).
+    pub private_key: PathBuf,
+    /// The server's public key (`braid pubkey`), base64.
+    pub server_public_key: Key,
+    /// A pre-shared key file (optional; `braid genkey` makes one), the same on the server's
+    /// `[[peer]]` entry for this vehicle.
+    #[serde(default)]
+    pub preshared_key: Option<PathBuf>,
+    /// The transport AEAD: `chacha20-poly1305` (default) or `aes-256-gcm`.
+    #[serde(default)]
+    pub cipher: Option<Cipher>,
+    /// Seconds between rekeying handshakes (default 120, as WireGuard).
+    #[serde(default = "default_rekey_s")]
+    pub rekey_s: u64,
+    /// Seconds without an authentic datagram from the server after which the client handshakes
+    /// again (the server may have restarted).
+    #[serde(default = "default_rejoin_s")]
+    pub rejoin_s: u64,
     /// The TUN device.
     pub tun: TunConfig,
     /// Path MTU of the uplinks (default 1500).
@@ -49,6 +67,15 @@ pub struct ClientConfig {
 pub struct ServerConfig {
     /// UDP address to listen on.
     pub listen: SocketAddr,
+    /// The server's private key file (mode 600).
+    pub private_key: PathBuf,
+    /// The vehicles it accepts.
+    #[serde(default)]
+    pub peer: Vec<PeerEntry>,
+    /// Handshake initiations per second above which the server asks for cookies (WireGuard's
+    /// "under load").
+    #[serde(default = "default_handshake_load")]
+    pub handshake_load: u32,
     /// The TUN device.
     pub tun: TunConfig,
     /// Path MTU (default 1500).
@@ -69,6 +96,65 @@ pub struct ServerConfig {
     /// Prometheus endpoint address; off when absent.
     #[serde(default)]
     pub metrics: Option<SocketAddr>,
+}
+
+fn default_rekey_s() -> u64 {
+    braid_proto::crypto::REKEY_AFTER.as_secs()
+}
+
+fn default_rejoin_s() -> u64 {
+    5
+}
+
+fn default_handshake_load() -> u32 {
+    braid_proto::crypto::handshake::DEFAULT_LOAD_THRESHOLD
+}
+
+/// A vehicle the server accepts: `[[peer]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerEntry {
+    /// Its name in status and logs.
+    pub name: String,
+    /// Its public key, base64.
+    pub public_key: Key,
+    /// A pre-shared key file, if the vehicle uses one.
+    #[serde(default)]
+    pub preshared_key: Option<PathBuf>,
+}
+
+/// A base64 public key, checked while parsing so the error carries the line.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(try_from = "String")]
+pub struct Key(pub PublicKey);
+
+impl TryFrom<String> for Key {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        super::keys::parse_public(&s).map(Key).map_err(|e| format!("{e:#}"))
+    }
+}
+
+/// An AEAD name, checked while parsing.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(try_from = "String")]
+pub struct Cipher(pub CipherSuite);
+
+impl TryFrom<String> for Cipher {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse().map(Cipher)
+    }
+}
+
+/// What the client's handshake needs, with the key files read.
+pub struct ClientKeys {
+    /// Its static key.
+    pub secret: StaticSecret,
+    /// The server's public key.
+    pub server: PublicKey,
+    /// The pre-shared key.
+    pub psk: Option<[u8; 32]>,
 }
 
 fn default_max_sessions() -> usize {
@@ -240,7 +326,23 @@ impl ClientConfig {
             }
         }
         c.mtu()?;
+        if c.rekey_s == 0 || c.rejoin_s == 0 {
+            bail!("rekey_s and rejoin_s: must be at least 1");
+        }
         Ok(c)
+    }
+
+    /// Reads the key files.
+    pub fn keys(&self) -> anyhow::Result<ClientKeys> {
+        let secret = super::keys::read_private_key(&self.private_key).context("private_key")?;
+        let psk =
+            self.preshared_key.as_deref().map(super::keys::read_secret_file).transpose().context("preshared_key")?;
+        Ok(ClientKeys { secret, server: self.server_public_key.0, psk })
+    }
+
+    /// The AEAD in force.
+    pub fn cipher(&self) -> CipherSuite {
+        self.cipher.map(|c| c.0).unwrap_or_default()
     }
 
     /// The server's address, resolved.
@@ -279,8 +381,39 @@ impl ServerConfig {
         if c.session_idle_s == 0 {
             bail!("session_idle_s: must be at least 1");
         }
+        if c.peer.is_empty() {
+            bail!("peer: at least one [[peer]] (a vehicle's name and public key) is needed");
+        }
+        for (i, p) in c.peer.iter().enumerate() {
+            if c.peer[..i].iter().any(|o| o.name == p.name) {
+                bail!("peer[{i}].name: {:?} is used twice", p.name);
+            }
+            if c.peer[..i].iter().any(|o| o.public_key.0 == p.public_key.0) {
+                bail!("peer[{i}].public_key: the same key as another peer");
+            }
+        }
         c.mtu()?;
         Ok(c)
+    }
+
+    /// Reads the key files: the server's static key and the peers with their pre-shared keys.
+    pub fn keys(&self) -> anyhow::Result<(StaticSecret, Vec<PeerConfig>)> {
+        let secret = super::keys::read_private_key(&self.private_key).context("private_key")?;
+        let peers = self
+            .peer
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let psk = p
+                    .preshared_key
+                    .as_deref()
+                    .map(super::keys::read_secret_file)
+                    .transpose()
+                    .with_context(|| format!("peer[{i}].preshared_key"))?;
+                Ok(PeerConfig { name: p.name.clone(), public: p.public_key.0, psk })
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok((secret, peers))
     }
 
     /// The TUN MTU in force.
@@ -300,6 +433,8 @@ mod tests {
 
     const CLIENT: &str = r#"
 server = "192.0.2.1:7700"
+private_key = "/etc/braid/client.key"
+server_public_key = "hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo="
 tun = { name = "braid0", address = "10.77.0.2/24" }
 [[uplink]]
 name = "lte1"
@@ -313,6 +448,18 @@ recovery = "oec"
 scheduler = "min-delay"
 "#;
 
+    const SERVER: &str = r#"
+listen = "0.0.0.0:7700"
+private_key = "/etc/braid/server.key"
+tun = { name = "braid0", address = "10.77.0.1/24" }
+[[peer]]
+name = "bus-17"
+public_key = "hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo="
+[[peer]]
+name = "bus-18"
+public_key = "3p7bfXt9wbTTW2HC7OQ1Nz+DQ8hbeGdNrfx+FG+IK08="
+"#;
+
     #[test]
     fn client_example_parses() {
         let c = ClientConfig::parse(CLIENT).unwrap();
@@ -324,10 +471,13 @@ scheduler = "min-delay"
 
     #[test]
     fn server_example_parses() {
-        let c =
-            ServerConfig::parse("listen = \"0.0.0.0:7700\"\ntun = { name = \"braid0\", address = \"10.77.0.1/24\" }\n")
-                .unwrap();
+        let c = ServerConfig::parse(SERVER).unwrap();
         assert_eq!(c.max_sessions, 1024);
+        assert_eq!(c.peer[0].name, "bus-17");
+        let e = format!("{:#}", ServerConfig::parse(&SERVER.replace("hSDw", "h_Dw")).unwrap_err());
+        assert!(e.contains("public_key") && e.contains("base64"), "{e}");
+        let e = format!("{:#}", ServerConfig::parse(&SERVER.replace("bus-18", "bus-17")).unwrap_err());
+        assert!(e.contains("peer[1].name"), "{e}");
     }
 
     fn err(text: &str) -> String {
@@ -337,13 +487,13 @@ scheduler = "min-delay"
     #[test]
     fn unknown_key_is_named_with_its_line() {
         let e = err(&CLIENT.replace("up_kbps = 2000", "up_kbs = 2000"));
-        assert!(e.contains("up_kbs") && e.contains("line 7"), "{e}");
+        assert!(e.contains("up_kbs") && e.contains("line 9"), "{e}");
     }
 
     #[test]
     fn bad_values_are_named() {
         let e = err(&CLIENT.replace("\"oec\"", "\"zip\""));
-        assert!(e.contains("zip") && e.contains("line 12"), "{e}");
+        assert!(e.contains("zip") && e.contains("line 14"), "{e}");
         let e = err(&CLIENT.replace("10.77.0.2/24", "10.77.0.2"));
         assert!(e.contains("ADDRESS/PREFIX"), "{e}");
         let e = err(&CLIENT.replace("name = \"wifi\"", "name = \"lte1\""));

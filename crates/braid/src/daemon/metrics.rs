@@ -71,6 +71,24 @@ pub fn render(s: &DaemonStatus) -> String {
         vec![(String::new(), s.garbage_datagrams as f64)],
     );
     metric("send_errors_total", "Datagram sends that failed.", "counter", vec![(String::new(), s.send_errors as f64)]);
+    let r = &s.rejected;
+    metric(
+        "rejected_datagrams_total",
+        "Datagrams dropped by the crypto layer, by reason.",
+        "counter",
+        [
+            ("bad_mac", r.bad_mac),
+            ("replay", r.replay),
+            ("unknown_session", r.unknown_session),
+            ("malformed", r.malformed),
+            ("rate_limited", r.rate_limited),
+            ("unknown_key", r.unknown_key),
+        ]
+        .iter()
+        .map(|(k, v)| (format!("{{reason=\"{k}\"}}"), *v as f64))
+        .collect(),
+    );
+    metric("handshakes_total", "Handshakes completed.", "counter", vec![(String::new(), s.handshakes as f64)]);
     metric("sessions", "Open sessions.", "gauge", vec![(String::new(), s.sessions.len() as f64)]);
     let per_session = |f: &dyn Fn(&super::status::SessionStatus) -> f64| {
         s.sessions.iter().map(|x| (format!("{{session=\"{:06x}\"}}", x.id), f(x))).collect::<Vec<_>>()

@@ -8,6 +8,7 @@
 pub mod client;
 pub mod config;
 pub mod control;
+pub mod keys;
 pub mod metrics;
 pub mod mss;
 pub mod netwatch;
@@ -95,7 +96,7 @@ pub fn spawn_signals(tx: mpsc::Sender<Input>) -> std::io::Result<()> {
 }
 
 /// Most inputs an event loop takes in one go before it writes out.
-const INPUT_BATCH: usize = 64;
+pub(crate) const INPUT_BATCH: usize = 64;
 
 /// The input that woke an event loop plus whatever else is already queued (up to [`INPUT_BATCH`]),
 /// so the engine handles a batch before the loop writes out.

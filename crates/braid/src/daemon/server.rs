@@ -1,5 +1,12 @@
 //! `braid server`: one listening socket, one session per vehicle, demultiplexed by the session id
 //! of the clear header.
+//!
+//! A session exists only after a vehicle listed in `[[peer]]` completed a Noise IKpsk2 handshake
+//! (braid_proto::crypto); the server names its id. Every datagram of a session is opened (AEAD,
+//! replay window) before the engine sees it, so the engine adopts an uplink's new address only
+//! from an authentic datagram. Handshake datagrams travel on their own small queue from the
+//! socket reader, dropped (and counted) when it is full, so a flood of initiations cannot crowd
+//! out the sessions' traffic (WireGuard keeps handshakes on a separate queue for the same reason).
 
 use super::client::{deliver, sleep_until};
 use super::config::ServerConfig;
@@ -7,12 +14,18 @@ use super::control::{Request, Response};
 use super::status::{DaemonStatus, session_status};
 use super::{Clock, Input, control, metrics, spawn_signals, tun, uplink};
 use anyhow::Context;
-use braid_proto::wire::Header;
+use braid_proto::crypto::{
+    HandshakeKind, InitiationOutcome, RateLimiter, Reject, RejectCounts, Responder, SecureChannel, TAG_LEN,
+    unknown_session_hint,
+};
+use braid_proto::wire::{Header, PacketType};
 use braid_proto::{RecoveryKind, Role, SchedulerKind, Session, SessionConfig};
+use bytes::Bytes;
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
@@ -21,8 +34,16 @@ use tun_rs::AsyncDevice;
 /// How often idle sessions are looked for.
 const HOUSEKEEPING: Duration = Duration::from_secs(1);
 
+/// Handshake datagrams waiting for the loop; beyond this they are dropped as rate limited.
+const HANDSHAKE_QUEUE: usize = 256;
+/// Most handshake datagrams the loop takes per turn, so the sessions' traffic goes first.
+const HANDSHAKES_PER_TURN: usize = 16;
+
 struct Vehicle {
     session: Session,
+    channel: SecureChannel,
+    /// Index in the responder's peer list.
+    peer: usize,
     last_rx: braid_proto::Instant,
 }
 
@@ -33,6 +54,10 @@ struct Counters {
     expired: u64,
     unroutable: u64,
     send_errors: u64,
+    rejected: RejectCounts,
+    handshakes: u64,
+    cookie_replies: u64,
+    hints: u64,
 }
 
 struct Server {
@@ -48,6 +73,17 @@ struct Server {
     buf: Vec<u8>,
     counters: Counters,
     next_housekeeping: braid_proto::Instant,
+    responder: Responder,
+    /// The session of each peer (by index in the responder's list).
+    by_peer: HashMap<usize, u32>,
+    /// Per-source limit on unknown-session hints.
+    hint_limiter: RateLimiter,
+    /// Handshake datagrams the reader dropped because their queue was full.
+    hs_dropped: Arc<AtomicU64>,
+    /// Handshake replies to send.
+    outbox: Vec<(Vec<u8>, std::net::SocketAddr)>,
+    /// Where datagrams are opened.
+    scratch: Vec<u8>,
 }
 
 /// Runs `braid server --config PATH` until SIGTERM.
@@ -58,19 +94,26 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
 
 async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
     let mtu = cfg.mtu()?;
+    let (secret, peers) = cfg.keys()?;
+    let mut seed = [0u8; 32];
+    getrandom::fill(&mut seed).map_err(|e| anyhow::anyhow!("OS random source: {e}"))?;
+    let mut responder = Responder::new(secret, peers, seed);
+    responder.set_load_threshold(cfg.handshake_load);
     let (tx, rx) = mpsc::channel(4096);
+    let (hs_tx, hs_rx) = mpsc::channel(HANDSHAKE_QUEUE);
+    let hs_dropped = Arc::new(AtomicU64::new(0));
     let sock = Arc::new(uplink::listen(cfg.listen).with_context(|| format!("listen: cannot bind {}", cfg.listen))?);
     let tun = tun::open(&cfg.tun, mtu)?;
     tun::spawn_reader(tun.clone(), mtu, tx.clone());
-    uplink::spawn_reader(sock.clone(), 0, tx.clone());
+    spawn_reader(sock.clone(), tx.clone(), hs_tx, hs_dropped.clone());
     let _control = control::spawn(&cfg.control_path(), tx.clone())?;
     if let Some(addr) = cfg.metrics {
         metrics::spawn(addr, tx.clone()).await?;
     }
     spawn_signals(tx).context("installing signal handlers")?;
-    tracing::info!(listen = %cfg.listen, mtu, tun = %cfg.tun.name, "server started");
+    tracing::info!(listen = %cfg.listen, mtu, tun = %cfg.tun.name, peers = cfg.peer.len(), "server started");
     let clock = Clock::new();
-    let buf = vec![0u8; usize::from(mtu) + braid_proto::wire::MAX_CARRIER_OVERHEAD];
+    let buf = vec![0u8; usize::from(mtu) + braid_proto::wire::MAX_CARRIER_OVERHEAD + TAG_LEN];
     let mut server = Server {
         cfg,
         path,
@@ -83,10 +126,49 @@ async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
         buf,
         counters: Counters::default(),
         next_housekeeping: clock.now() + HOUSEKEEPING,
+        responder,
+        by_peer: HashMap::new(),
+        hint_limiter: RateLimiter::new(braid_proto::crypto::handshake::RATE_LIMITER_ENTRIES),
+        hs_dropped,
+        outbox: Vec::new(),
+        scratch: Vec::with_capacity(65536),
     };
-    server.run(rx).await;
+    server.run(rx, hs_rx).await;
     tracing::info!("server stopped");
     Ok(())
+}
+
+/// Reads the listening socket: handshake datagrams go to their own bounded queue (dropped and
+/// counted when it is full), everything else to the loop's input channel.
+fn spawn_reader(
+    sock: Arc<UdpSocket>,
+    tx: mpsc::Sender<Input>,
+    hs_tx: mpsc::Sender<Input>,
+    dropped: Arc<AtomicU64>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 65536];
+        loop {
+            match sock.recv_from(&mut buf).await {
+                Ok((n, from)) => {
+                    let data = Bytes::copy_from_slice(&buf[..n]);
+                    let handshake = Header::parse(&data).is_ok_and(|(h, _)| h.ptype == PacketType::Handshake);
+                    let input = Input::Datagram { uplink: 0, from, data };
+                    if handshake {
+                        if hs_tx.try_send(input).is_err() {
+                            dropped.fetch_add(1, Ordering::Relaxed);
+                        }
+                    } else if tx.send(input).await.is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "receive failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    })
 }
 
 /// Source and destination of a passenger packet.
@@ -105,21 +187,33 @@ fn addrs(p: &[u8]) -> Option<(IpAddr, IpAddr)> {
 }
 
 impl Server {
-    async fn run(&mut self, mut rx: mpsc::Receiver<Input>) {
+    async fn run(&mut self, mut rx: mpsc::Receiver<Input>, mut hs_rx: mpsc::Receiver<Input>) {
         let mut dirty: HashSet<u32> = HashSet::new();
         let mut idle_spins = 0u32;
         loop {
             let next = self.sessions.values().filter_map(|v| v.session.poll_timeout()).min();
             let deadline = next.map_or(self.next_housekeeping, |n| n.min(self.next_housekeeping));
             let first = tokio::select! {
+                biased;
                 i = rx.recv() => match i { Some(i) => Some(i), None => return },
+                i = hs_rx.recv() => i,
                 _ = sleep_until(Some(self.clock.tokio_instant(deadline))) => None,
             };
-            let inputs = super::queued_batch(first, &mut rx);
+            let mut inputs = super::queued_batch(first, &mut rx);
+            while inputs.len() < super::INPUT_BATCH + HANDSHAKES_PER_TURN
+                && let Ok(i) = hs_rx.try_recv()
+            {
+                inputs.push(i);
+            }
             let had_input = !inputs.is_empty();
             for input in inputs {
                 if !self.handle(input, &mut dirty) {
                     return;
+                }
+            }
+            for (d, to) in self.outbox.drain(..) {
+                if self.sock.send_to(&d, to).await.is_err() {
+                    self.counters.send_errors += 1;
                 }
             }
             let now = self.clock.now();
@@ -163,33 +257,7 @@ impl Server {
                     None => self.counters.unroutable += 1,
                 }
             }
-            Input::Datagram { from, data, .. } => {
-                let Ok((h, _)) = Header::parse(&data) else {
-                    self.counters.garbage += 1;
-                    return true;
-                };
-                if let Some(v) = self.sessions.get_mut(&h.session) {
-                    // The session counts what it drops (malformed, unknown link).
-                    if v.session.handle_datagram(now, None, from, &data).is_ok() {
-                        v.last_rx = now;
-                    }
-                    dirty.insert(h.session);
-                    return true;
-                }
-                if self.sessions.len() >= self.cfg.max_sessions {
-                    self.counters.refused += 1;
-                    return true;
-                }
-                let mut session = self.new_session(h.session, now);
-                match session.handle_datagram(now, None, from, &data) {
-                    Ok(()) => {
-                        tracing::info!(session = format_args!("{:06x}", h.session), %from, "new session");
-                        self.sessions.insert(h.session, Vehicle { session, last_rx: now });
-                        dirty.insert(h.session);
-                    }
-                    Err(_) => self.counters.garbage += 1,
-                }
-            }
+            Input::Datagram { from, data, .. } => self.handle_datagram(now, from, &data, dirty),
             Input::Control(req, reply) => {
                 let _ = reply.send(self.control(req));
             }
@@ -198,6 +266,121 @@ impl Server {
             Input::Shutdown => return false,
         }
         true
+    }
+
+    /// A datagram from the socket: a handshake, or a sealed datagram of a session.
+    fn handle_datagram(
+        &mut self,
+        now: braid_proto::Instant,
+        from: std::net::SocketAddr,
+        data: &[u8],
+        dirty: &mut HashSet<u32>,
+    ) {
+        let Ok((h, _)) = Header::parse(data) else {
+            self.counters.rejected.count(Reject::Malformed);
+            return;
+        };
+        if h.ptype == PacketType::Handshake {
+            self.handle_handshake(now, from, data);
+            return;
+        }
+        let Some(v) = self.sessions.get_mut(&h.session) else {
+            self.counters.rejected.count(Reject::UnknownSession);
+            // Tell the sender, so a vehicle whose session this server forgot (a restart) joins
+            // again at once; limited per source, and smaller than what triggered it.
+            let mut out = [0u8; 16];
+            if self.hint_limiter.allow(now, from.ip())
+                && let Some(n) = unknown_session_hint(now, h.session, h.link, &mut out)
+            {
+                self.counters.hints += 1;
+                self.outbox.push((out[..n].to_vec(), from));
+            }
+            return;
+        };
+        if let Err(r) = v.channel.open(now, data, &mut self.scratch) {
+            self.counters.rejected.count(r);
+            return;
+        }
+        // Authentic: the engine may now follow the uplink to `from`. It counts what it drops.
+        match v.session.handle_datagram(now, None, from, &self.scratch) {
+            Ok(()) => v.last_rx = now,
+            Err(_) => self.counters.garbage += 1,
+        }
+        dirty.insert(h.session);
+    }
+
+    /// A handshake initiation: a new session, a rekey of a running one, or a cookie reply.
+    fn handle_handshake(&mut self, now: braid_proto::Instant, from: std::net::SocketAddr, data: &[u8]) {
+        if !matches!(HandshakeKind::of(data), Ok((_, HandshakeKind::Initiation))) {
+            self.counters.rejected.count(Reject::Malformed);
+            return;
+        }
+        let mut out = [0u8; 256];
+        let p = match self.responder.handle_initiation(now, from, data, &mut out) {
+            Ok(InitiationOutcome::Accepted(p)) => p,
+            Ok(InitiationOutcome::CookieReply(n)) => {
+                self.counters.cookie_replies += 1;
+                self.counters.rejected.count(Reject::RateLimited);
+                self.outbox.push((out[..n].to_vec(), from));
+                return;
+            }
+            Err(r) => {
+                self.counters.rejected.count(r);
+                tracing::debug!(%from, reason = %r, "handshake refused");
+                return;
+            }
+        };
+        let peer = p.peer;
+        let name = self.responder.peers()[peer].name.clone();
+        let continued = p.wanted != 0 && self.sessions.get(&p.wanted).is_some_and(|v| v.peer == peer);
+        let id = if continued {
+            p.wanted
+        } else {
+            if self.sessions.len() >= self.cfg.max_sessions && !self.by_peer.contains_key(&peer) {
+                self.counters.refused += 1;
+                tracing::warn!(peer = %name, "session refused: max_sessions reached");
+                return;
+            }
+            self.fresh_id()
+        };
+        let suite = p.suite;
+        let (n, keys) = match self.responder.respond(now, p, id, continued, &mut out) {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(peer = %name, error = %e, "cannot write the handshake response");
+                return;
+            }
+        };
+        self.counters.handshakes += 1;
+        self.outbox.push((out[..n].to_vec(), from));
+        if let Some(v) = self.sessions.get_mut(&id).filter(|_| continued) {
+            v.channel.rekey(&keys, now, false);
+            tracing::info!(peer = %name, session = format_args!("{id:06x}"), %from, "session rekeyed");
+            return;
+        }
+        // A new session; the peer's old one (a vehicle that restarted) goes.
+        if let Some(old) = self.by_peer.insert(peer, id) {
+            self.sessions.remove(&old);
+            self.routes.retain(|_, s| *s != old);
+        }
+        let session = self.new_session(id, now);
+        let channel = SecureChannel::new(&keys, now);
+        self.sessions.insert(id, Vehicle { session, channel, peer, last_rx: now });
+        tracing::info!(peer = %name, session = format_args!("{id:06x}"), %from, cipher = %suite, "new session");
+    }
+
+    /// A random session id not in use (never 0: a client asks for 0 when it wants a new one).
+    fn fresh_id(&self) -> u32 {
+        loop {
+            let mut b = [0u8; 4];
+            // Without OS randomness ids are still unique (checked below), only guessable, and a
+            // guessed id gains nothing without the session's keys.
+            let _ = getrandom::fill(&mut b);
+            let id = u32::from_le_bytes(b) & Header::MAX_SESSION;
+            if id != 0 && !self.sessions.contains_key(&id) {
+                return id;
+            }
+        }
     }
 
     fn new_session(&self, id: u32, now: braid_proto::Instant) -> Session {
@@ -220,7 +403,12 @@ impl Server {
         while let Some(t) = v.session.poll_transmit(now, &mut self.buf) {
             any = true;
             let Some(dest) = t.destination else { continue };
-            if self.sock.send_to(&self.buf[..t.len], dest).await.is_err() {
+            let Ok(n) = v.channel.seal(&mut self.buf, t.len) else {
+                // The buffer has room for the tag (sized above): cannot happen; drop, not panic.
+                self.counters.send_errors += 1;
+                continue;
+            };
+            if self.sock.send_to(&self.buf[..n], dest).await.is_err() {
                 self.counters.send_errors += 1;
             }
         }
@@ -241,10 +429,11 @@ impl Server {
     fn expire(&mut self, now: braid_proto::Instant) {
         let idle = Duration::from_secs(self.cfg.session_idle_s);
         let before = self.sessions.len();
+        let peers = self.responder.peers();
         self.sessions.retain(|id, v| {
             let keep = now.saturating_duration_since(v.last_rx) < idle && !v.session.is_closed();
             if !keep {
-                tracing::info!(session = format_args!("{id:06x}"), "session expired");
+                tracing::info!(session = format_args!("{id:06x}"), peer = %peers[v.peer].name, "session expired");
             }
             keep
         });
@@ -252,6 +441,7 @@ impl Server {
             self.counters.expired += (before - self.sessions.len()) as u64;
             let live = &self.sessions;
             self.routes.retain(|_, id| live.contains_key(id));
+            self.by_peer.retain(|_, id| live.contains_key(id));
         }
     }
 
@@ -293,12 +483,24 @@ impl Server {
         let mut sessions: Vec<_> = self
             .sessions
             .values()
-            .map(|v| session_status(&v.session, now, |id| (id.to_string(), None, true)))
+            .map(|v| {
+                let mut s = session_status(&v.session, now, |id| (id.to_string(), None, true));
+                s.peer = self.responder.peers()[v.peer].name.clone();
+                s.cipher = v.channel.suite().to_string();
+                s.key_age_s = now.saturating_duration_since(v.channel.keys_born()).as_secs_f64();
+                s
+            })
             .collect();
         sessions.sort_by_key(|s| s.id);
+        let mut rejected = self.counters.rejected;
+        rejected.rate_limited += self.hs_dropped.load(Ordering::Relaxed);
         DaemonStatus {
             role: "server".into(),
             uptime_s: now.as_secs_f64(),
+            rejected: rejected.into(),
+            handshakes: self.counters.handshakes,
+            cookie_replies: self.counters.cookie_replies,
+            unknown_session_hints: self.counters.hints,
             garbage_datagrams: self.counters.garbage,
             sessions_refused: self.counters.refused,
             sessions_expired: self.counters.expired,

@@ -23,8 +23,47 @@ pub struct DaemonStatus {
     pub unroutable_packets: u64,
     /// Datagrams whose send failed (interface down, no route, ...).
     pub send_errors: u64,
+    /// Datagrams dropped by the crypto layer, by reason; every dropped datagram is in exactly one
+    /// of these or in `garbage_datagrams`.
+    pub rejected: Rejected,
+    /// Handshakes completed (new sessions and rekeys).
+    pub handshakes: u64,
+    /// Cookie replies sent instead of handshake responses (server under load).
+    pub cookie_replies: u64,
+    /// Unknown-session hints sent (server) or received (client).
+    pub unknown_session_hints: u64,
     /// The sessions.
     pub sessions: Vec<SessionStatus>,
+}
+
+/// Rejected datagrams by reason (`braid_proto::crypto::Reject`).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct Rejected {
+    /// Failed authentication: modified, forged, wrong key, bad handshake MAC.
+    pub bad_mac: u64,
+    /// Replayed, or older than the replay window; replayed handshake initiations.
+    pub replay: u64,
+    /// Sealed datagrams for a session this end does not have.
+    pub unknown_session: u64,
+    /// Too short, unparsable, or unexpected.
+    pub malformed: u64,
+    /// Handshake initiations not processed under load (cookie required or over the source's rate).
+    pub rate_limited: u64,
+    /// Handshakes from keys not listed in the server's `[[peer]]` entries.
+    pub unknown_key: u64,
+}
+
+impl From<braid_proto::crypto::RejectCounts> for Rejected {
+    fn from(c: braid_proto::crypto::RejectCounts) -> Self {
+        Rejected {
+            bad_mac: c.bad_mac,
+            replay: c.replay,
+            unknown_session: c.unknown_session,
+            malformed: c.malformed,
+            rate_limited: c.rate_limited,
+            unknown_key: c.unknown_key,
+        }
+    }
 }
 
 /// One session.
@@ -32,6 +71,13 @@ pub struct DaemonStatus {
 pub struct SessionStatus {
     /// 24-bit session id.
     pub id: u32,
+    /// The vehicle's name from the server's `[[peer]]` list (server), or the server's address
+    /// (client).
+    pub peer: String,
+    /// The transport AEAD.
+    pub cipher: String,
+    /// Seconds since the session's keys were made (rekeyed every `rekey_s`).
+    pub key_age_s: f64,
     /// Recovery scheme in force for what this end sends.
     pub recovery: String,
     /// Scheduler in force.
@@ -139,6 +185,9 @@ pub fn session_status(
         .collect();
     SessionStatus {
         id: s.config().session_id,
+        peer: String::new(),
+        cipher: String::new(),
+        key_age_s: 0.0,
         recovery: s.config().recovery.to_string(),
         scheduler: s.config().scheduler.to_string(),
         tun_in: st.tun_in,
@@ -172,11 +221,26 @@ impl DaemonStatus {
             self.sessions_refused,
             self.sessions_expired
         );
+        let r = &self.rejected;
+        let _ = writeln!(
+            o,
+            "handshakes {}, cookie replies {}; rejected: bad mac {}, replay {}, unknown session {}, malformed {}, rate limited {}, unknown key {}",
+            self.handshakes,
+            self.cookie_replies,
+            r.bad_mac,
+            r.replay,
+            r.unknown_session,
+            r.malformed,
+            r.rate_limited,
+            r.unknown_key
+        );
         for s in &self.sessions {
             let _ = writeln!(
                 o,
-                "session {:06x}: recovery {}, scheduler {}; in {} out {} data {} resent {} coded {} recovered {} malformed {}",
+                "session {:06x} ({}, {}): recovery {}, scheduler {}; in {} out {} data {} resent {} coded {} recovered {} malformed {}",
                 s.id,
+                s.peer,
+                s.cipher,
                 s.recovery,
                 s.scheduler,
                 s.tun_in,

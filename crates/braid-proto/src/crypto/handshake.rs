@@ -1,0 +1,559 @@
+//! The Noise `IKpsk2` handshake (Noise spec rev. 34, 7.5 and 9.4), as WireGuard 5.4 does it, over
+//! the `snow` crate.
+//!
+//! ```text
+//! initiation (client -> server), 153 bytes:
+//!   clear header (type Handshake, flags 0, session 0) | noise msg 1 (e, es, s, ss) | mac1 | mac2
+//!   msg 1 payload (encrypted): cipher suite u8, session wanted u32 (0 = new), timestamp u64
+//! response (server -> client), 96 bytes:
+//!   clear header (flags 1, session = the session id)   | noise msg 2 (e, ee, se, psk) | mac1 | mac2
+//!   msg 2 payload (encrypted): u32 = continued flag (bit 24) | session id (bits 0-23)
+//! cookie reply (server -> client), 56 bytes: header (flags 2) | nonce | sealed cookie
+//! unknown-session hint (server -> client), 12 bytes: header (flags 3, session = the unknown id)
+//! ```
+//!
+//! The client names in its initiation the session it wants to continue (a rekey) or 0; the server
+//! continues it when that session exists and belongs to the same static key, and otherwise opens a
+//! new one and names its id in the response, so the session id, like the keys, comes out of an
+//! authenticated exchange. The timestamp (nanoseconds of wall-clock time, WireGuard's TAI64N,
+//! 5.1) must grow from one accepted initiation of a peer to the next, so a recorded initiation
+//! cannot be replayed to reset a session. `mac1`/`mac2` are in [`super::cookie`].
+//!
+//! snow needs randomness for the ephemeral keys; it gets a ChaCha20 stream seeded from the
+//! [`Initiator`]'s or [`Responder`]'s own seeded generator, never from the OS (DESIGN.md 2).
+
+use super::aead::CipherSuite;
+use super::channel::SessionKeys;
+use super::cookie::{self, COOKIE_REPLY_BODY_LEN, CookieChecker, CookieJar, MAC_LEN, RateLimiter};
+use super::{KEY_LEN, PublicKey, Reject, StaticSecret, TAG_LEN};
+use crate::Instant;
+use crate::link::LinkId;
+use crate::wire::{HEADER_LEN, Header, PacketType, WireError};
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use snow::resolvers::{CryptoResolver, DefaultResolver};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// The Noise protocol name: the same choices as WireGuard.
+pub const NOISE_PARAMS: &str = "Noise_IKpsk2_25519_ChaChaPoly_BLAKE2s";
+/// Bound into the handshake hash, so a braid handshake cannot be mistaken for another protocol's.
+const PROLOGUE: &[u8] = b"braid v1 IKpsk2";
+
+const PAYLOAD1_LEN: usize = 1 + 4 + 8;
+const NOISE1_LEN: usize = KEY_LEN + (KEY_LEN + TAG_LEN) + (PAYLOAD1_LEN + TAG_LEN);
+const PAYLOAD2_LEN: usize = 4;
+const NOISE2_LEN: usize = KEY_LEN + (PAYLOAD2_LEN + TAG_LEN);
+/// Bytes of an initiation datagram.
+pub const INITIATION_LEN: usize = HEADER_LEN + NOISE1_LEN + 2 * MAC_LEN;
+/// Bytes of a response datagram.
+pub const RESPONSE_LEN: usize = HEADER_LEN + NOISE2_LEN + 2 * MAC_LEN;
+/// Bytes of a cookie reply datagram.
+pub const COOKIE_REPLY_LEN: usize = HEADER_LEN + COOKIE_REPLY_BODY_LEN;
+/// Bytes of an unknown-session hint.
+pub const HINT_LEN: usize = HEADER_LEN;
+
+/// Initiations per second above which the server considers itself under load and asks for
+/// cookies.
+pub const DEFAULT_LOAD_THRESHOLD: u32 = 64;
+/// Most source addresses the per-source rate limiter tracks.
+pub const RATE_LIMITER_ENTRIES: usize = 4096;
+
+/// Which handshake message a [`PacketType::Handshake`] datagram carries (its header flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandshakeKind {
+    /// Noise message 1, client to server.
+    Initiation,
+    /// Noise message 2, server to client.
+    Response,
+    /// An encrypted cookie for `mac2`, server to client.
+    CookieReply,
+    /// "I have no session with this id", server to client, unauthenticated: the client starts a
+    /// handshake (which is all a forged hint can make it do).
+    UnknownSession,
+}
+
+impl HandshakeKind {
+    /// The kind from the header flags, checking the body's length.
+    pub fn parse(flags: u8, body: &[u8]) -> Result<Self, WireError> {
+        let (kind, len) = match flags {
+            0 => (HandshakeKind::Initiation, INITIATION_LEN),
+            1 => (HandshakeKind::Response, RESPONSE_LEN),
+            2 => (HandshakeKind::CookieReply, COOKIE_REPLY_LEN),
+            _ => (HandshakeKind::UnknownSession, HINT_LEN),
+        };
+        if body.len() + HEADER_LEN != len {
+            return Err(WireError::Invalid { field: "handshake", why: "wrong length for its kind" });
+        }
+        Ok(kind)
+    }
+
+    fn flags(self) -> u8 {
+        match self {
+            HandshakeKind::Initiation => 0,
+            HandshakeKind::Response => 1,
+            HandshakeKind::CookieReply => 2,
+            HandshakeKind::UnknownSession => 3,
+        }
+    }
+
+    /// Parses a whole datagram's header and kind.
+    pub fn of(datagram: &[u8]) -> Result<(Header, Self), WireError> {
+        let (h, body) = Header::parse(datagram)?;
+        if h.ptype != PacketType::Handshake {
+            return Err(WireError::Invalid { field: "packet type", why: "not a handshake" });
+        }
+        Ok((h, Self::parse(h.flags, body)?))
+    }
+}
+
+/// Why a handshake message could not be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HandshakeError {
+    /// The output buffer is too small.
+    #[error("buffer too small: need {0} bytes")]
+    BufferTooSmall(usize),
+    /// snow refused (a bug or a bad key, never network input).
+    #[error("noise: {0}")]
+    Noise(String),
+}
+
+impl From<snow::Error> for HandshakeError {
+    fn from(e: snow::Error) -> Self {
+        HandshakeError::Noise(e.to_string())
+    }
+}
+
+fn header(kind: HandshakeKind, session: u32, link: LinkId, now: Instant, out: &mut [u8]) {
+    let h = Header {
+        ptype: PacketType::Handshake,
+        flags: kind.flags(),
+        session: session & Header::MAX_SESSION,
+        link,
+        link_seq: 0,
+        timestamp: now.wire_timestamp(),
+    };
+    // Callers check that `out` holds the whole message, so the 12 bytes fit.
+    let _ = h.emit(out);
+}
+
+/// snow's default primitives with a seeded random stream instead of the OS's.
+struct SeededResolver {
+    seed: [u8; 32],
+}
+
+struct SeededRng(ChaCha20Rng);
+
+impl snow::types::Random for SeededRng {
+    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), snow::Error> {
+        self.0.fill_bytes(dest);
+        Ok(())
+    }
+}
+
+impl CryptoResolver for SeededResolver {
+    fn resolve_rng(&self) -> Option<Box<dyn snow::types::Random>> {
+        Some(Box::new(SeededRng(ChaCha20Rng::from_seed(self.seed))))
+    }
+    fn resolve_dh(&self, choice: &snow::params::DHChoice) -> Option<Box<dyn snow::types::Dh>> {
+        DefaultResolver.resolve_dh(choice)
+    }
+    fn resolve_hash(&self, choice: &snow::params::HashChoice) -> Option<Box<dyn snow::types::Hash>> {
+        DefaultResolver.resolve_hash(choice)
+    }
+    fn resolve_cipher(&self, choice: &snow::params::CipherChoice) -> Option<Box<dyn snow::types::Cipher>> {
+        DefaultResolver.resolve_cipher(choice)
+    }
+}
+
+fn builder(rng: &mut ChaCha20Rng) -> snow::Builder<'static> {
+    let mut seed = [0u8; 32];
+    rng.fill_bytes(&mut seed);
+    // NOISE_PARAMS is a valid constant name; parsing it cannot fail.
+    let params = NOISE_PARAMS.parse().expect("valid Noise parameters");
+    snow::Builder::with_resolver(params, Box::new(SeededResolver { seed }))
+}
+
+/// The keys and session id of a finished handshake, client side.
+#[derive(Debug, Clone)]
+pub struct Established {
+    /// The session id the server named.
+    pub session: u32,
+    /// Whether it is the session the client asked to continue (a rekey) rather than a new one.
+    pub continued: bool,
+    /// The transport keys.
+    pub keys: SessionKeys,
+}
+
+/// What a handshake datagram did to an [`Initiator`].
+#[derive(Debug, Clone)]
+pub enum InitiatorEvent {
+    /// The handshake finished.
+    Established(Established),
+    /// A cookie was stored; the next initiation carries `mac2`.
+    CookieStored,
+    /// The server says it has no session with this id.
+    UnknownSession(u32),
+}
+
+struct PendingInitiation {
+    hs: Box<snow::HandshakeState>,
+    mac1: [u8; MAC_LEN],
+    wanted: u32,
+}
+
+/// The client's side of the handshake.
+pub struct Initiator {
+    secret: StaticSecret,
+    server: PublicKey,
+    psk: [u8; KEY_LEN],
+    suite: CipherSuite,
+    server_mac1: [u8; KEY_LEN],
+    own_mac1: [u8; KEY_LEN],
+    jar: CookieJar,
+    rng: ChaCha20Rng,
+    pending: Option<PendingInitiation>,
+    last_timestamp: u64,
+}
+
+impl Initiator {
+    /// A client with its static key, the server's public key, the optional pre-shared key (all
+    /// zeros without one, as WireGuard), the AEAD it asks for and a secret random seed.
+    pub fn new(
+        secret: StaticSecret,
+        server: PublicKey,
+        psk: Option<[u8; KEY_LEN]>,
+        suite: CipherSuite,
+        seed: [u8; 32],
+    ) -> Self {
+        let own = secret.public_key();
+        Initiator {
+            secret,
+            server,
+            psk: psk.unwrap_or_default(),
+            suite,
+            server_mac1: cookie::mac1_key(&server),
+            own_mac1: cookie::mac1_key(&own),
+            jar: CookieJar::new(&server),
+            rng: ChaCha20Rng::from_seed(seed),
+            pending: None,
+            last_timestamp: 0,
+        }
+    }
+
+    /// Whether an initiation awaits its response.
+    pub fn is_pending(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// Writes an initiation into `out` and returns its length ([`INITIATION_LEN`]). `wanted` is
+    /// the session to continue (0: a new one); `wall_ns` is wall-clock time in nanoseconds (made
+    /// strictly increasing here). A previous pending initiation is forgotten.
+    pub fn initiate(
+        &mut self,
+        now: Instant,
+        wall_ns: u64,
+        wanted: u32,
+        link: LinkId,
+        out: &mut [u8],
+    ) -> Result<usize, HandshakeError> {
+        if out.len() < INITIATION_LEN {
+            return Err(HandshakeError::BufferTooSmall(INITIATION_LEN));
+        }
+        let ts = wall_ns.max(self.last_timestamp + 1);
+        self.last_timestamp = ts;
+        let mut hs = builder(&mut self.rng)
+            .local_private_key(&self.secret.0)?
+            .remote_public_key(&self.server.0)?
+            .prologue(PROLOGUE)?
+            .psk(2, &self.psk)?
+            .build_initiator()?;
+        let mut payload = [0u8; PAYLOAD1_LEN];
+        payload[0] = self.suite.code();
+        payload[1..5].copy_from_slice(&wanted.to_be_bytes());
+        payload[5..13].copy_from_slice(&ts.to_be_bytes());
+        header(HandshakeKind::Initiation, 0, link, now, out);
+        let n = hs.write_message(&payload, &mut out[HEADER_LEN..HEADER_LEN + NOISE1_LEN])?;
+        debug_assert_eq!(n, NOISE1_LEN);
+        let m1 = HEADER_LEN + NOISE1_LEN;
+        let mac1 = cookie::mac(&self.server_mac1, &out[..m1]);
+        out[m1..m1 + MAC_LEN].copy_from_slice(&mac1);
+        let mac2 = self.jar.mac2(now, &out[..m1 + MAC_LEN]);
+        out[m1 + MAC_LEN..INITIATION_LEN].copy_from_slice(&mac2);
+        self.pending = Some(PendingInitiation { hs: Box::new(hs), mac1, wanted });
+        Ok(INITIATION_LEN)
+    }
+
+    /// Takes a handshake datagram from the server: a response, a cookie reply or a hint.
+    pub fn handle(&mut self, now: Instant, datagram: &[u8]) -> Result<InitiatorEvent, Reject> {
+        let (h, kind) = HandshakeKind::of(datagram).map_err(|_| Reject::Malformed)?;
+        match kind {
+            HandshakeKind::Initiation => Err(Reject::Malformed),
+            HandshakeKind::UnknownSession => Ok(InitiatorEvent::UnknownSession(h.session)),
+            HandshakeKind::CookieReply => {
+                let p = self.pending.as_ref().ok_or(Reject::Malformed)?;
+                if self.jar.handle_reply(now, &p.mac1, &datagram[HEADER_LEN..]) {
+                    Ok(InitiatorEvent::CookieStored)
+                } else {
+                    Err(Reject::BadMac)
+                }
+            }
+            HandshakeKind::Response => {
+                let m1 = HEADER_LEN + NOISE2_LEN;
+                if !cookie::mac1_ok(&self.own_mac1, &datagram[..m1], &datagram[m1..m1 + MAC_LEN]) {
+                    return Err(Reject::BadMac);
+                }
+                let Some(p) = self.pending.as_mut() else { return Err(Reject::Replay) };
+                let mut payload = [0u8; 64];
+                // snow cannot roll back a failed read, so a response that passes mac1 (which
+                // needs the client's public key) but not Noise ends the attempt; the client
+                // retries on its timer.
+                let n = match p.hs.read_message(&datagram[HEADER_LEN..m1], &mut payload) {
+                    Ok(n) => n,
+                    Err(_) => {
+                        self.pending = None;
+                        return Err(Reject::BadMac);
+                    }
+                };
+                if n != PAYLOAD2_LEN {
+                    self.pending = None;
+                    return Err(Reject::Malformed);
+                }
+                let word = u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]);
+                let session = word & Header::MAX_SESSION;
+                if session == 0 || word >> 25 != 0 || session != h.session {
+                    self.pending = None;
+                    return Err(Reject::Malformed);
+                }
+                let mut p = self.pending.take().ok_or(Reject::Malformed)?;
+                let (send, recv) = p.hs.dangerously_get_raw_split();
+                let continued = word >> 24 == 1 && p.wanted == session;
+                Ok(InitiatorEvent::Established(Established {
+                    session,
+                    continued,
+                    keys: SessionKeys { suite: self.suite, send, recv },
+                }))
+            }
+        }
+    }
+}
+
+/// A vehicle the server accepts.
+#[derive(Debug, Clone)]
+pub struct PeerConfig {
+    /// Its name in status and logs.
+    pub name: String,
+    /// Its static public key.
+    pub public: PublicKey,
+    /// Its pre-shared key, if any.
+    pub psk: Option<[u8; KEY_LEN]>,
+}
+
+/// An initiation that authenticated: the server decides the session id, then calls
+/// [`Responder::respond`].
+pub struct PendingResponse {
+    hs: Box<snow::HandshakeState>,
+    /// Index of the peer in the responder's list.
+    pub peer: usize,
+    /// The session the client asks to continue (0: a new one).
+    pub wanted: u32,
+    /// The AEAD the client asked for.
+    pub suite: CipherSuite,
+    /// The link the initiation came on (the response goes back on it).
+    pub link: LinkId,
+}
+
+/// What [`Responder::handle_initiation`] did with an initiation it did not reject.
+pub enum InitiationOutcome {
+    /// It authenticated: answer with [`Responder::respond`].
+    Accepted(PendingResponse),
+    /// The server is under load and the initiation had no valid `mac2`: a cookie reply of this
+    /// many bytes is in the output buffer (send it; the initiation itself counts as rate limited).
+    /// Beyond 20 per second per source address the initiation is refused as
+    /// [`Reject::RateLimited`] without a reply.
+    CookieReply(usize),
+}
+
+/// The server's side of the handshake.
+pub struct Responder {
+    secret: StaticSecret,
+    peers: Vec<PeerConfig>,
+    by_key: HashMap<PublicKey, usize>,
+    last_timestamp: Vec<u64>,
+    mac1_key: [u8; KEY_LEN],
+    peer_mac1: Vec<[u8; KEY_LEN]>,
+    checker: CookieChecker,
+    limiter: RateLimiter,
+    /// Cookie replies per source, so a flood from one address gets a trickle of replies, not one
+    /// each (WireGuard answers every one; braid saves the server the sends and the source the
+    /// reflected traffic).
+    cookie_limiter: RateLimiter,
+    rng: ChaCha20Rng,
+    load_threshold: u32,
+    window_start: Instant,
+    window_count: u32,
+    previous_count: u32,
+}
+
+impl Responder {
+    /// A server with its static key, the vehicles it accepts and a secret random seed.
+    pub fn new(secret: StaticSecret, peers: Vec<PeerConfig>, seed: [u8; 32]) -> Self {
+        let public = secret.public_key();
+        let by_key = peers.iter().enumerate().map(|(i, p)| (p.public, i)).collect();
+        Responder {
+            mac1_key: cookie::mac1_key(&public),
+            peer_mac1: peers.iter().map(|p| cookie::mac1_key(&p.public)).collect(),
+            last_timestamp: vec![0; peers.len()],
+            by_key,
+            peers,
+            secret,
+            checker: CookieChecker::new(&public),
+            limiter: RateLimiter::new(RATE_LIMITER_ENTRIES),
+            cookie_limiter: RateLimiter::new(RATE_LIMITER_ENTRIES),
+            rng: ChaCha20Rng::from_seed(seed),
+            load_threshold: DEFAULT_LOAD_THRESHOLD,
+            window_start: Instant::from_micros(0),
+            window_count: 0,
+            previous_count: 0,
+        }
+    }
+
+    /// Sets the initiations per second above which cookies are required (0: always).
+    pub fn set_load_threshold(&mut self, per_second: u32) {
+        self.load_threshold = per_second;
+    }
+
+    /// The accepted vehicles.
+    pub fn peers(&self) -> &[PeerConfig] {
+        &self.peers
+    }
+
+    /// Addresses the rate limiters track (each bounded by [`RATE_LIMITER_ENTRIES`]).
+    pub fn rate_limiter_len(&self) -> usize {
+        self.limiter.len().max(self.cookie_limiter.len())
+    }
+
+    /// Counts an initiation in one-second windows; under load when this or the last window went
+    /// over the threshold (WireGuard decides on its handshake queue's length, 5.3).
+    fn under_load(&mut self, now: Instant) -> bool {
+        let elapsed = now.saturating_duration_since(self.window_start);
+        if elapsed >= Duration::from_secs(1) {
+            self.previous_count = if elapsed >= Duration::from_secs(2) { 0 } else { self.window_count };
+            self.window_count = 0;
+            self.window_start = now;
+        }
+        self.window_count = self.window_count.saturating_add(1);
+        self.window_count > self.load_threshold || self.previous_count > self.load_threshold
+    }
+
+    /// Takes an initiation from `from`. Cheap checks first: length, `mac1` (one HMAC), then under
+    /// load `mac2` or a cookie reply, and the per-source rate limit; only then Diffie-Hellman.
+    /// `out` receives a cookie reply when one is due (at least [`COOKIE_REPLY_LEN`] bytes).
+    pub fn handle_initiation(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &[u8],
+        out: &mut [u8],
+    ) -> Result<InitiationOutcome, Reject> {
+        let (h, kind) = HandshakeKind::of(datagram).map_err(|_| Reject::Malformed)?;
+        if kind != HandshakeKind::Initiation {
+            return Err(Reject::Malformed);
+        }
+        let m1 = HEADER_LEN + NOISE1_LEN;
+        let (mac1, mac2) = (&datagram[m1..m1 + MAC_LEN], &datagram[m1 + MAC_LEN..INITIATION_LEN]);
+        if !cookie::mac1_ok(&self.mac1_key, &datagram[..m1], mac1) {
+            return Err(Reject::BadMac);
+        }
+        if self.under_load(now) {
+            let rng = &mut self.rng;
+            let mut fresh = || {
+                let mut s = [0u8; KEY_LEN];
+                rng.fill_bytes(&mut s);
+                s
+            };
+            if !self.checker.mac2_ok(now, from, &datagram[..m1 + MAC_LEN], mac2, &mut fresh) {
+                if out.len() < COOKIE_REPLY_LEN || !self.cookie_limiter.allow(now, from.ip()) {
+                    return Err(Reject::RateLimited);
+                }
+                let mut nonce = [0u8; cookie::COOKIE_NONCE_LEN];
+                self.rng.fill_bytes(&mut nonce);
+                header(HandshakeKind::CookieReply, 0, h.link, now, out);
+                let body: &mut [u8; COOKIE_REPLY_BODY_LEN] =
+                    (&mut out[HEADER_LEN..COOKIE_REPLY_LEN]).try_into().map_err(|_| Reject::Malformed)?;
+                let rng = &mut self.rng;
+                self.checker.reply(now, from, mac1, nonce, body, || {
+                    let mut s = [0u8; KEY_LEN];
+                    rng.fill_bytes(&mut s);
+                    s
+                });
+                return Ok(InitiationOutcome::CookieReply(COOKIE_REPLY_LEN));
+            }
+            if !self.limiter.allow(now, from.ip()) {
+                return Err(Reject::RateLimited);
+            }
+        }
+        let mut hs = builder(&mut self.rng)
+            .local_private_key(&self.secret.0)
+            .and_then(|b| b.prologue(PROLOGUE))
+            .and_then(|b| b.build_responder())
+            .map_err(|_| Reject::Malformed)?;
+        let mut payload = [0u8; 64];
+        let n = hs.read_message(&datagram[HEADER_LEN..m1], &mut payload).map_err(|_| Reject::BadMac)?;
+        if n != PAYLOAD1_LEN {
+            return Err(Reject::Malformed);
+        }
+        let remote = hs.get_remote_static().and_then(|r| <[u8; KEY_LEN]>::try_from(r).ok());
+        let Some(&peer) = remote.and_then(|r| self.by_key.get(&PublicKey(r))) else {
+            return Err(Reject::UnknownKey);
+        };
+        let suite = CipherSuite::from_code(payload[0]).ok_or(Reject::Malformed)?;
+        let wanted = u32::from_be_bytes([payload[1], payload[2], payload[3], payload[4]]);
+        let mut ts = [0u8; 8];
+        ts.copy_from_slice(&payload[5..13]);
+        let ts = u64::from_be_bytes(ts);
+        if ts <= self.last_timestamp[peer] {
+            return Err(Reject::Replay);
+        }
+        self.last_timestamp[peer] = ts;
+        hs.set_psk(2, &self.peers[peer].psk.unwrap_or_default()).map_err(|_| Reject::Malformed)?;
+        Ok(InitiationOutcome::Accepted(PendingResponse { hs: Box::new(hs), peer, wanted, suite, link: h.link }))
+    }
+
+    /// Writes the response naming `session` into `out` ([`RESPONSE_LEN`] bytes) and returns the
+    /// session's keys. `continued` says the server keeps the running session `p.wanted` (a
+    /// rekey) rather than opening a new one, so the client knows whether to start afresh even if
+    /// a new id happened to equal the old one.
+    pub fn respond(
+        &mut self,
+        now: Instant,
+        mut p: PendingResponse,
+        session: u32,
+        continued: bool,
+        out: &mut [u8],
+    ) -> Result<(usize, SessionKeys), HandshakeError> {
+        if out.len() < RESPONSE_LEN {
+            return Err(HandshakeError::BufferTooSmall(RESPONSE_LEN));
+        }
+        header(HandshakeKind::Response, session, p.link, now, out);
+        let m1 = HEADER_LEN + NOISE2_LEN;
+        let word = (session & Header::MAX_SESSION) | (u32::from(continued) << 24);
+        p.hs.write_message(&word.to_be_bytes(), &mut out[HEADER_LEN..m1])?;
+        let mac1 = cookie::mac(&self.peer_mac1[p.peer], &out[..m1]);
+        out[m1..m1 + MAC_LEN].copy_from_slice(&mac1);
+        out[m1 + MAC_LEN..RESPONSE_LEN].fill(0);
+        let (initiator_to_responder, responder_to_initiator) = p.hs.dangerously_get_raw_split();
+        Ok((RESPONSE_LEN, SessionKeys { suite: p.suite, send: responder_to_initiator, recv: initiator_to_responder }))
+    }
+}
+
+/// Writes an unknown-session hint for `session` into `out` ([`HINT_LEN`] bytes); `None` if `out`
+/// is too small.
+pub fn unknown_session_hint(now: Instant, session: u32, link: LinkId, out: &mut [u8]) -> Option<usize> {
+    if out.len() < HINT_LEN {
+        return None;
+    }
+    header(HandshakeKind::UnknownSession, session, link, now, out);
+    Some(HINT_LEN)
+}
