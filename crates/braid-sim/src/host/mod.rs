@@ -8,10 +8,11 @@
 //! Flow completion times (DESIGN.md 6) are thus measured on real TCP behaviour: handshake, slow
 //! start, Reno or CUBIC, delayed ACKs, fast retransmit and retransmission timeouts.
 //!
-//! Where smoltcp 0.14 differs from Linux the hosts behave as smoltcp does, for every scheme
-//! alike: the initial congestion window is 2 KiB (Linux: 10 segments), the minimum RTO is 1 s
-//! (RFC 6298; Linux: 200 ms), and there are no TCP timestamps (smoltcp's timestamp source is a
-//! plain `fn` that cannot see virtual time). Short flows therefore take longer than over Linux.
+//! smoltcp is patched (`vendor/smoltcp`, see `vendor/README.md`) to Linux's initial congestion
+//! window (10 segments, RFC 6928) and minimum RTO (200 ms), so that flow completion times match
+//! the real testbed's kernels. Where smoltcp 0.14 still differs from Linux the hosts behave as
+//! smoltcp does, for every scheme alike: no SACK, and no TCP timestamps (smoltcp's timestamp
+//! source is a plain `fn` that cannot see virtual time).
 //! One Linux behaviour is kept on purpose: the ACK that completes the handshake is not delayed.
 //!
 //! A flow is one TCP connection from the rider to a port the web host listens on. The sender
