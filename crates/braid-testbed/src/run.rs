@@ -121,7 +121,7 @@ pub fn run_testbed(
         let seed = seed0 + u64::from(run);
         for chunk in scenario.schemes.chunks(jobs) {
             if opts.stop.load(Ordering::Relaxed) {
-                bail!("interrupted");
+                bail!("interrupted before run {run}");
             }
             let out: Vec<anyhow::Result<RunResult>> = std::thread::scope(|s| {
                 let handles: Vec<_> = chunk
@@ -137,6 +137,9 @@ pub fn run_testbed(
                     .collect();
                 handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("panicked")))).collect()
             });
+            if opts.stop.load(Ordering::Relaxed) {
+                bail!("interrupted: the runs stopped early and their partial results are discarded");
+            }
             for r in out {
                 results.push(r?);
                 done += 1;
