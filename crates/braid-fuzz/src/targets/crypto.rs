@@ -303,10 +303,13 @@ fn responder_seeds() -> Vec<Vec<u8>> {
 /// Initiations per client the genuine answers are computed for.
 const ANSWERED: usize = 4;
 
+/// A genuine response's authenticated prefix, the session it names and the client's keys.
+type Answer = (Vec<u8>, u32, SessionKeys);
+
 struct Answers {
     /// Per client, per initiation: the responses' authenticated prefixes with their session and
     /// the client's keys, and the cookie replies' bodies.
-    responses: [Vec<Vec<(Vec<u8>, u32, SessionKeys)>>; 2],
+    responses: [Vec<Vec<Answer>>; 2],
     cookies: [Vec<Vec<Vec<u8>>>; 2],
     /// Per client: seed datagrams (responses, cookie replies) in initiation order.
     literal: [Vec<Vec<Vec<u8>>>; 2],
