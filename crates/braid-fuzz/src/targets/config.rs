@@ -51,6 +51,12 @@ fn run(input: &[u8]) -> Verdict {
 fn seeds() -> Vec<Vec<u8>> {
     [
         r#"server = "192.0.2.1:7700"
+private_key = "/etc/braid/client.key"
+server_public_key = "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE="
+preshared_key = "/etc/braid/psk"
+cipher = "aes-256-gcm"
+rekey_s = 60
+rejoin_s = 3
 tun = { name = "braid0", address = "10.77.0.2/24" }
 path_mtu = 1500
 metrics = "127.0.0.1:9100"
@@ -69,6 +75,8 @@ recovery = "fec:25"
 scheduler = "wrr-auto"
 "#,
         r#"server = "192.0.2.1:7700"
+private_key = "client.key"
+server_public_key = "AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI="
 [tun]
 name = "braid0"
 address = "10.77.0.2/32"
@@ -81,6 +89,8 @@ recovery = "rlnc"
 scheduler = "eat"
 "#,
         r#"listen = "0.0.0.0:7700"
+private_key = "/etc/braid/server.key"
+handshake_load = 32
 tun = { name = "braid0", address = "10.77.0.1/24", mtu = 1380 }
 path_mtu = 1500
 max_sessions = 16
@@ -89,8 +99,15 @@ metrics = "[::1]:9101"
 [session]
 recovery = "fountain"
 scheduler = "min-delay"
+[[peer]]
+name = "bus-1"
+public_key = "AwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwM="
+preshared_key = "/etc/braid/bus-1.psk"
+[[peer]]
+name = "bus-2"
+public_key = "BAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQ="
 "#,
-        "listen = \"0.0.0.0:7700\"\ntun = { name = \"braid0\", address = \"10.77.0.1/24\" }\n",
+        "listen = \"0.0.0.0:7700\"\nprivate_key = \"k\"\ntun = { name = \"braid0\", address = \"10.77.0.1/24\" }\n[[peer]]\nname = \"v\"\npublic_key = \"BQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQU=\"\n",
     ]
     .iter()
     .map(|s| s.as_bytes().to_vec())

@@ -7,6 +7,7 @@
 
 mod coders;
 mod config;
+mod crypto;
 mod session;
 mod sim;
 mod wire;
@@ -61,6 +62,10 @@ pub const TARGETS: &[Target] = &[
     sim::SCENARIO,
     sim::SCHEDULE,
     sim::TRACE,
+    crypto::RESPONDER,
+    crypto::INITIATOR,
+    crypto::CHANNEL,
+    crypto::REPLAY,
 ];
 
 /// The target called `name`.

@@ -157,6 +157,9 @@ impl SecureChannel {
     /// Opens a sealed datagram into `out` (cleared first): the engine's datagram, header and
     /// body. The replay window moves only once the datagram has authenticated.
     pub fn open(&mut self, now: Instant, datagram: &[u8], out: &mut Vec<u8>) -> Result<(), OpenError> {
+        // Cleared on every path, rejections included: a caller reusing `out` must never see the
+        // previous datagram's plaintext after an error.
+        out.clear();
         if datagram.len() < HEADER_LEN + TAG_LEN {
             return Err(Reject::Malformed);
         }

@@ -62,7 +62,9 @@ impl ReplayWindow {
         if counter > self.highest {
             return Ok(());
         }
-        if counter + REPLAY_WINDOW <= self.highest {
+        // `highest - counter`, not `counter + REPLAY_WINDOW`: the sum overflows for counters
+        // within REPLAY_WINDOW of u64::MAX (a panic in debug builds, a wrong "too old" in release).
+        if self.highest - counter >= REPLAY_WINDOW {
             return Err(ReplayError::TooOld);
         }
         let (block, bit) = Self::position(counter);
@@ -123,6 +125,18 @@ mod tests {
         assert_eq!(w.check_and_update(50 + RING_BITS), Ok(()));
         assert_eq!(w.check(51 + RING_BITS), Ok(()));
         assert_eq!(w.check(50), Err(ReplayError::TooOld));
+    }
+
+    /// Found by the `crypto-replay` fuzz target: counters at the top of the u64 range.
+    #[test]
+    fn counters_near_u64_max_do_not_overflow() {
+        let mut w = ReplayWindow::new();
+        assert_eq!(w.check_and_update(u64::MAX - 5), Ok(()));
+        assert_eq!(w.check(u64::MAX - 10), Ok(()));
+        assert_eq!(w.check_and_update(u64::MAX - 5), Err(ReplayError::Duplicate));
+        assert_eq!(w.check_and_update(u64::MAX), Ok(()));
+        assert_eq!(w.check(u64::MAX - REPLAY_WINDOW), Err(ReplayError::TooOld));
+        assert_eq!(w.check(u64::MAX - REPLAY_WINDOW + 1), Ok(()));
     }
 
     proptest! {

@@ -138,6 +138,23 @@ fn modified_truncated_replayed_wrong_key_and_wrong_session_are_rejected() {
     assert!(open(&mut p.s, &sealed(&mut p.c, p.session, 0, 4, b"y")).is_ok(), "forgeries did not move the window");
 }
 
+/// Found by the `crypto-channel` fuzz target: a datagram refused before decryption (too short,
+/// replayed) left the previous datagram's plaintext in the caller's buffer.
+#[test]
+fn a_refused_datagram_leaves_no_plaintext_behind() {
+    let mut p = pair(CipherSuite::ChaCha20Poly1305, None);
+    let d = sealed(&mut p.c, p.session, 0, 1, b"secret");
+    let now = Instant::from_micros(2_000);
+    let mut out = Vec::new();
+    assert!(p.s.open(now, &d, &mut out).is_ok());
+    assert!(!out.is_empty());
+    assert_eq!(p.s.open(now, &d, &mut out), Err(Reject::Replay));
+    assert!(out.is_empty(), "replayed");
+    assert!(p.s.open(now, &sealed(&mut p.c, p.session, 0, 2, b"x"), &mut out).is_ok());
+    assert_eq!(p.s.open(now, &d[..HEADER_LEN], &mut out), Err(Reject::Malformed));
+    assert!(out.is_empty(), "truncated");
+}
+
 #[test]
 fn reordering_within_the_window_is_fine_beyond_it_is_replay() {
     let mut p = pair(CipherSuite::ChaCha20Poly1305, None);
