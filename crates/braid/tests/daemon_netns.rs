@@ -357,7 +357,10 @@ fn tunnel_survives_uplink_changes() {
         );
         assert!(rtt > 0.0 && rtt < 1000.0, "rtt {u}");
         assert!((0.0..=1.0).contains(&loss), "loss {u}");
-        assert!(u["data_sent"].as_u64().unwrap_or(0) > 100, "uplink unused: {u}");
+        // Both veth uplinks are equally fast and min-delay sends each packet on the one predicted
+        // to deliver first, so one of them may carry almost everything (1-2 % on the other is
+        // typical); what must hold is that both were used at all.
+        assert!(u["data_sent"].as_u64().unwrap_or(0) > 20, "uplink unused: {u}");
     }
     assert!(uplinks(&st)[0]["downs"].as_u64().unwrap_or(0) >= 1, "uplink a never seen down: {st}");
     let srv = tb.status("server");
