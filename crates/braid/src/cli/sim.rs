@@ -100,18 +100,22 @@ pub fn demo(a: DemoArgs) -> anyhow::Result<()> {
 /// Runs of the demo on the testbed (each `duration_s` of real time, contenders side by side).
 const DEMO_TESTBED_RUNS: u32 = 3;
 
-fn run_with_progress(scenario: &Scenario, opts: &RunOptions, quiet: bool) -> anyhow::Result<SimReport> {
-    let bar = if std::io::stderr().is_terminal() && !quiet {
+/// A progress bar of runs on stderr, `None` when stderr is not a terminal or output is `quiet`
+/// (JSON). Shared by `braid sim` and `braid testbed`.
+pub(crate) fn progress_bar(message: String, quiet: bool) -> Option<ProgressBar> {
+    (std::io::stderr().is_terminal() && !quiet).then(|| {
         let b = ProgressBar::new(0);
         b.set_style(
             ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} runs, {elapsed} elapsed, ~{eta} left")
                 .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
-        b.set_message(format!("simulating {}", scenario.name));
-        Some(b)
-    } else {
-        None
-    };
+        b.set_message(message);
+        b
+    })
+}
+
+fn run_with_progress(scenario: &Scenario, opts: &RunOptions, quiet: bool) -> anyhow::Result<SimReport> {
+    let bar = progress_bar(format!("simulating {}", scenario.name), quiet);
     let progress = |done: usize, total: usize| {
         if let Some(b) = &bar {
             b.set_length(total as u64);

@@ -6,8 +6,6 @@ use braid_sim::results::SimReport;
 use braid_sim::scenario::{Peer, Scenario, SchemeKind, SchemeSpec};
 use braid_testbed::{TestbedOptions, accuracy, netns, run_testbed};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -92,16 +90,11 @@ fn run(scenario: &Scenario, a: &TestbedArgs, quiet: bool) -> anyhow::Result<SimR
         work_dir: dir.clone(),
         stop: stop_flag(),
     };
-    let bar = (std::io::stderr().is_terminal() && !quiet).then(|| {
-        let b = ProgressBar::new(0);
-        b.set_style(
-            ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} runs, {elapsed} elapsed, ~{eta} left")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        b.set_message(format!("testbed: {} (real time)", scenario.name));
+    let bar = super::sim::progress_bar(format!("testbed: {} (real time)", scenario.name), quiet);
+    if let Some(b) = &bar {
+        // Runs take minutes of real time: keep the spinner and the clock moving between them.
         b.enable_steady_tick(Duration::from_millis(250));
-        b
-    });
+    }
     let progress = |done: usize, total: usize| {
         if let Some(b) = &bar {
             b.set_length(total as u64);
