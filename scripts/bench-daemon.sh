@@ -12,14 +12,8 @@ A=bench-van-$$
 B=bench-lan-$$
 TMP=$(mktemp -d)
 PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  sleep 0.3
-  ip netns del "$A" 2>/dev/null || true
-  ip netns del "$B" 2>/dev/null || true
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
+. scripts/lib/braid-pair.sh
+trap pair_cleanup EXIT
 [ "$(id -u)" = 0 ] || { echo "bench-daemon: needs root (namespaces, TUN)" >&2; exit 1; }
 missing=""
 for t in iperf3 wireguard-go wg python3; do command -v $t >/dev/null || missing="$missing $t"; done
@@ -28,10 +22,7 @@ for t in iperf3 wireguard-go wg python3; do command -v $t >/dev/null || missing=
 cargo build --release --quiet -p braid
 BIN=$PWD/target/release/braid
 
-ip netns add "$A"; ip netns add "$B"
-ip link add va0 netns "$A" type veth peer la0 netns "$B"
-ip -n "$A" addr add 10.1.1.2/24 dev va0; ip -n "$A" link set va0 up; ip -n "$A" link set lo up
-ip -n "$B" addr add 10.1.1.1/24 dev la0; ip -n "$B" link set la0 up; ip -n "$B" link set lo up
+pair_up
 
 # CPU seconds (user + system) used so far by the given pids.
 cpu() { python3 - "$@" <<'PY'
@@ -63,42 +54,12 @@ PY
 }
 
 RESULTS=()
-( umask 077
-  "$BIN" genkey > "$TMP/bs.key"; "$BIN" genkey > "$TMP/bc.key" )
-BSPUB=$("$BIN" pubkey < "$TMP/bs.key"); BCPUB=$("$BIN" pubkey < "$TMP/bc.key")
+braid_keys
 run_braid() {
   local scheme=$1 cipher=${2:-chacha20-poly1305} label=${3:-braid-$1}
-  cat > "$TMP/c.toml" <<EOT
-server = "10.1.1.1:7700"
-private_key = "$TMP/bc.key"
-server_public_key = "$BSPUB"
-cipher = "$cipher"
-tun = { name = "braid0", address = "10.77.0.2/24" }
-control = "$TMP/c.sock"
-[[uplink]]
-name = "a"
-interface = "va0"
-[session]
-recovery = "$scheme"
-EOT
-  cat > "$TMP/s.toml" <<EOT
-listen = "0.0.0.0:7700"
-private_key = "$TMP/bs.key"
-tun = { name = "braid0", address = "10.77.0.1/24" }
-control = "$TMP/s.sock"
-[[peer]]
-name = "bench"
-public_key = "$BCPUB"
-[session]
-recovery = "$scheme"
-EOT
-  BRAID_LOG=warn ip netns exec "$B" "$BIN" server --config "$TMP/s.toml" & local s=$!
-  PIDS+=($s); sleep 0.5
-  BRAID_LOG=warn ip netns exec "$A" "$BIN" client --config "$TMP/c.toml" & local c=$!
-  PIDS+=($c); sleep 1.5
-  ip netns exec "$A" ping -c 2 -i 0.2 -q 10.77.0.1 >/dev/null || echo "bench-daemon: braid tunnel not up" >&2
-  RESULTS+=("$label $(measure 10.77.0.1 $s $c)")
-  kill $c $s; wait $c $s 2>/dev/null || true
+  braid_up "$scheme" "$cipher" bench || echo "bench-daemon: braid tunnel not up" >&2
+  RESULTS+=("$label $(measure 10.77.0.1 "$BRAID_S" "$BRAID_C")")
+  kill "$BRAID_C" "$BRAID_S"; wait "$BRAID_C" "$BRAID_S" 2>/dev/null || true
   sleep 0.5
 }
 

@@ -20,14 +20,8 @@ A=bcr-fv-$$
 B=bcr-fl-$$
 TMP=$(mktemp -d)
 PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  sleep 0.3
-  ip netns del "$A" 2>/dev/null || true
-  ip netns del "$B" 2>/dev/null || true
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
+. scripts/lib/braid-pair.sh
+trap pair_cleanup EXIT
 [ "$(id -u)" = 0 ] || { echo "flood-test: needs root (namespaces, TUN)" >&2; exit 1; }
 command -v iperf3 >/dev/null || { echo "flood-test: needs iperf3" >&2; exit 1; }
 
@@ -35,42 +29,10 @@ cargo build --release --quiet -p braid --bin braid --example flood
 BIN=$PWD/target/release/braid
 FLOOD=$PWD/target/release/examples/flood
 
-ip netns add "$A"; ip netns add "$B"
-ip link add va0 netns "$A" type veth peer la0 netns "$B"
-ip -n "$A" addr add 10.1.1.2/24 dev va0; ip -n "$A" link set va0 up; ip -n "$A" link set lo up
-ip -n "$B" addr add 10.1.1.1/24 dev la0; ip -n "$B" link set la0 up; ip -n "$B" link set lo up
-
-umask 077
-"$BIN" genkey > "$TMP/server.key"; SPUB=$("$BIN" pubkey < "$TMP/server.key")
-"$BIN" genkey > "$TMP/client.key"; CPUB=$("$BIN" pubkey < "$TMP/client.key")
-cat > "$TMP/c.toml" <<EOT
-server = "10.1.1.1:7700"
-private_key = "$TMP/client.key"
-server_public_key = "$SPUB"
-tun = { name = "braid0", address = "10.77.0.2/24" }
-control = "$TMP/c.sock"
-[[uplink]]
-name = "a"
-interface = "va0"
-[session]
-recovery = "none"
-EOT
-cat > "$TMP/s.toml" <<EOT
-listen = "0.0.0.0:7700"
-private_key = "$TMP/server.key"
-tun = { name = "braid0", address = "10.77.0.1/24" }
-control = "$TMP/s.sock"
-[[peer]]
-name = "bus-1"
-public_key = "$CPUB"
-[session]
-recovery = "none"
-EOT
-BRAID_LOG=warn ip netns exec "$B" "$BIN" server --config "$TMP/s.toml" & S=$!
-PIDS+=($S); sleep 0.5
-BRAID_LOG=warn ip netns exec "$A" "$BIN" client --config "$TMP/c.toml" & C=$!
-PIDS+=($C); sleep 1.5
-ip netns exec "$A" ping -c 2 -i 0.2 -q 10.77.0.1 >/dev/null || { echo "flood-test: tunnel not up" >&2; exit 1; }
+pair_up
+braid_keys
+braid_up none chacha20-poly1305 bus-1 || { echo "flood-test: tunnel not up" >&2; exit 1; }
+S=$BRAID_S
 
 rss() { awk '/VmRSS|VmHWM/ {printf "%s %.1f MB  ", $1, $2/1024}' /proc/$S/status; }
 iperf() {
