@@ -226,11 +226,15 @@ impl RecoverySender for Fountain {
 fn source_block(members: &[(u64, &[u8])], t: usize) -> Vec<u8> {
     let mut data = vec![0u8; members.len() * t];
     for (i, (_, p)) in members.iter().enumerate() {
-        let s = &mut data[i * t..(i + 1) * t];
-        s[..2].copy_from_slice(&(p.len() as u16).to_be_bytes());
-        s[2..2 + p.len()].copy_from_slice(p);
+        write_symbol(&mut data[i * t..(i + 1) * t], p);
     }
     data
+}
+
+/// Writes `len(2 BE) ‖ packet` at the start of a zeroed symbol (the caller checked that it fits).
+fn write_symbol(symbol: &mut [u8], packet: &[u8]) {
+    symbol[..2].copy_from_slice(&(packet.len() as u16).to_be_bytes());
+    symbol[2..2 + packet.len()].copy_from_slice(packet);
 }
 
 fn oti(k: u16, t: u16) -> ObjectTransmissionInformation {
@@ -370,8 +374,7 @@ fn source_symbol(packet: &[u8], t: u16) -> Option<Vec<u8>> {
         return None;
     }
     let mut s = vec![0u8; t];
-    s[..2].copy_from_slice(&(packet.len() as u16).to_be_bytes());
-    s[2..2 + packet.len()].copy_from_slice(packet);
+    write_symbol(&mut s, packet);
     Some(s)
 }
 
