@@ -8,6 +8,7 @@ pub mod accuracy;
 pub mod contender;
 pub mod emulator;
 pub mod netns;
+pub mod realtime;
 pub mod run;
 pub mod topology;
 pub mod workload;

@@ -170,12 +170,19 @@ pub fn best_uplink(links: &[LinkSpec]) -> usize {
         .unwrap_or(0)
 }
 
+/// Packets a TUN device queues for its emulator thread (the kernel default is 500).
+const TUN_TX_QUEUE: u32 = 10_000;
+
 fn open_tun(ns: &Netns, name: &str) -> anyhow::Result<SyncDevice> {
     let name = name.to_string();
     ns.enter(move || {
         DeviceBuilder::new()
             .name(&name)
             .mtu(1500)
+            // The link's own queue is the model's drop-tail queue; the TUN's queue only has to
+            // absorb an emulator thread that the host scheduled late, so it is made deep enough
+            // that such a hiccup never turns into a loss the scenario did not ask for.
+            .tx_queue_len(TUN_TX_QUEUE)
             .build_sync()
             .with_context(|| format!("creating TUN {name} (needs /dev/net/tun and CAP_NET_ADMIN)"))
     })

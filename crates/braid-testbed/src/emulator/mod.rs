@@ -10,6 +10,9 @@
 //! * A writer thread sleeps until the model's next event ([`LinkModel::poll_timeout`]), or until
 //!   the reader wakes it, and writes every packet due by then into the destination TUN.
 //!
+//! Both run at a low real-time priority where the host allows it ([`crate::realtime`]), so
+//! that a busy machine delays them less.
+//!
 //! Time 0 of every model is the emulator's epoch, so traces and schedules start with the run.
 
 use braid_proto::Instant;
@@ -137,13 +140,14 @@ impl Emulator {
     ) -> anyhow::Result<()> {
         let (clock, interrupt) = (self.clock, self.interrupt.clone());
         let d = dir.clone();
-        self.threads.push(
-            std::thread::Builder::new()
-                .name(format!("rd-{name}"))
-                .spawn(move || read_loop(&from, &d, &interrupt, clock))?,
-        );
-        self.threads
-            .push(std::thread::Builder::new().name(format!("wr-{name}")).spawn(move || write_loop(&to, &dir, clock))?);
+        self.threads.push(std::thread::Builder::new().name(format!("rd-{name}")).spawn(move || {
+            crate::realtime::promote_current_thread();
+            read_loop(&from, &d, &interrupt, clock)
+        })?);
+        self.threads.push(std::thread::Builder::new().name(format!("wr-{name}")).spawn(move || {
+            crate::realtime::promote_current_thread();
+            write_loop(&to, &dir, clock)
+        })?);
         Ok(())
     }
 
