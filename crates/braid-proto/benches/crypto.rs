@@ -7,7 +7,7 @@
 use braid_proto::Instant;
 use braid_proto::LinkId;
 use braid_proto::crypto::{CipherSuite, SecureChannel, SessionKeys, TAG_LEN};
-use braid_proto::wire::{HEADER_LEN, Header, PacketType};
+use braid_proto::wire::{HEADER_LEN, Header, LINK_SEQ_OFFSET, PacketType};
 use std::hint::black_box;
 use std::time::{Duration, Instant as WallClock};
 
@@ -45,7 +45,7 @@ fn main() {
         let mut seq = 0u32;
         let seal = time(min, || {
             seq = (seq + 1) & 0xff_ffff;
-            buf[5..8].copy_from_slice(&seq.to_be_bytes()[1..]);
+            buf[LINK_SEQ_OFFSET..LINK_SEQ_OFFSET + 3].copy_from_slice(&seq.to_be_bytes()[1..]);
             black_box(tx.seal(&mut buf, LEN).ok());
         });
         // Open a fresh sealed datagram each time (the replay window refuses repeats).
@@ -55,7 +55,7 @@ fn main() {
         let seal_open = time(min, || {
             seq2 = (seq2 + 1) & 0xff_ffff;
             sealed[..LEN].copy_from_slice(&plain[..LEN]);
-            sealed[5..8].copy_from_slice(&seq2.to_be_bytes()[1..]);
+            sealed[LINK_SEQ_OFFSET..LINK_SEQ_OFFSET + 3].copy_from_slice(&seq2.to_be_bytes()[1..]);
             let n = rx_seal(&mut tx, &mut sealed);
             black_box(rx.open(now, &sealed[..n], &mut out).is_ok());
         });

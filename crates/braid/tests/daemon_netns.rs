@@ -246,7 +246,7 @@ import socket, sys
 pk = [bytes.fromhex(l) for l in open(sys.argv[1]).read().split()]
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("0.0.0.0", 45678)); dst = ("192.0.2.1", 7700)
 def ahead(p):
-    m = bytearray(p); q = (int.from_bytes(m[5:8], "big") + 0x200000) % (1 << 24); m[5:8] = q.to_bytes(3, "big"); return m
+    m = bytearray(p); q = (int.from_bytes(m[4:7], "big") + 0x200000) % (1 << 24); m[4:7] = q.to_bytes(3, "big"); return m
 for p in pk[0:10]: s.sendto(p, dst)
 for p in pk[10:20]:
     m = ahead(p); m[-20] ^= 1; s.sendto(bytes(m), dst)

@@ -160,7 +160,7 @@ impl ResponderWorld {
                 assert!(ts > self.last_ts[c], "initiation with timestamp {ts} accepted after {}", self.last_ts[c]);
                 self.last_ts[c] = ts;
                 self.accepted = true;
-                self.session = self.session % 0xff_fff0 + 1;
+                self.session = self.session % 0xfff0 + 1;
                 let (m, _) = self.server.respond(self.now, p, self.session, false, &mut out).expect("buffer fits");
                 Some(out[..m].to_vec())
             }
@@ -488,7 +488,7 @@ fn suite_keys(suite: CipherSuite, epoch: u8) -> (SessionKeys, SessionKeys) {
     (SessionKeys { suite, send: a, recv: b }, SessionKeys { suite, send: b, recv: a })
 }
 
-const CHANNEL_SESSION: u32 = 0x00ab_cdef;
+const CHANNEL_SESSION: u32 = 0xabcd;
 
 fn sealed() -> &'static Sealed {
     static S: OnceLock<Sealed> = OnceLock::new();

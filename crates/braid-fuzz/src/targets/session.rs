@@ -71,7 +71,7 @@ impl Pair {
     fn new(config: u8) -> Self {
         let cfg = |role, rec: usize| {
             let mut c = SessionConfig::new(role);
-            c.session_id = 0x00ab_cdef;
+            c.session_id = 0xabcd;
             c.recovery = RECOVERIES[rec % RECOVERIES.len()];
             c.scheduler = SCHEDULERS[usize::from(config >> 6)];
             c.seed = u64::from(config);

@@ -165,7 +165,7 @@ fn round_trip(len: usize, emit: impl Fn(&mut [u8]) -> Result<usize, WireError>) 
 fn datagram_seeds() -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     for (ptype, flags, body) in handmade_bodies() {
-        let h = Header { ptype, flags, session: 0x00ab_cdef, link: LinkId(1), link_seq: 0x12_3456, timestamp: 7 };
+        let h = Header { ptype, flags, session: 0xabcd, link: LinkId(1), link_seq: 0x12_3456, timestamp: 7 };
         let mut d = vec![0u8; HEADER_LEN];
         h.emit(&mut d).expect("12 bytes");
         d.extend_from_slice(&body);
@@ -196,7 +196,7 @@ fn handmade_bodies() -> Vec<(PacketType, u8, Vec<u8>)> {
         b
     };
     let mut out = Vec::new();
-    for (ack, payload) in [(None, &b"x"[..]), (Some(0xff_ffff), &[0x45u8; 60][..])] {
+    for (ack, payload) in [(None, &b"x"[..]), (Some(0xffff), &[0x45u8; 60][..])] {
         let d = DataRepr { seq: 0xff_fffe, ack, payload };
         out.push((PacketType::Data, d.flags() | braid_proto::wire::FLAG_NACK_WANTED, emit(d.len(), &|b| d.emit(b))));
     }

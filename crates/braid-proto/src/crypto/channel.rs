@@ -22,7 +22,7 @@ use super::aead::{CipherSuite, DirectionKey};
 use super::replay::ReplayWindow;
 use super::{KEY_GRACE, KEY_LEN, Reject, TAG_LEN};
 use crate::Instant;
-use crate::wire::HEADER_LEN;
+use crate::wire::{HEADER_LEN, LINK_ID_OFFSET, LINK_SEQ_OFFSET};
 
 /// The keys a handshake produced, for one end.
 #[derive(Clone)]
@@ -137,8 +137,8 @@ impl SecureChannel {
         if buf.len() < len + TAG_LEN {
             return Err(SealError::BufferTooSmall { need: len + TAG_LEN, have: buf.len() });
         }
-        let link = buf[4];
-        let low = u32::from_be_bytes([0, buf[5], buf[6], buf[7]]);
+        let link = buf[LINK_ID_OFFSET];
+        let low = u32::from_be_bytes([0, buf[LINK_SEQ_OFFSET], buf[LINK_SEQ_OFFSET + 1], buf[LINK_SEQ_OFFSET + 2]]);
         let slot = &mut self.tx_counters[usize::from(link)];
         let counter = match *slot {
             None => u64::from(low),
@@ -163,8 +163,13 @@ impl SecureChannel {
         if datagram.len() < HEADER_LEN + TAG_LEN {
             return Err(Reject::Malformed);
         }
-        let link = datagram[4];
-        let low = u32::from_be_bytes([0, datagram[5], datagram[6], datagram[7]]);
+        let link = datagram[LINK_ID_OFFSET];
+        let low = u32::from_be_bytes([
+            0,
+            datagram[LINK_SEQ_OFFSET],
+            datagram[LINK_SEQ_OFFSET + 1],
+            datagram[LINK_SEQ_OFFSET + 2],
+        ]);
         let window = &self.rx_windows[usize::from(link)];
         let counter = match window {
             Some(w) => crate::seq::expand(w.highest() + 1, low),

@@ -67,8 +67,8 @@ fn pair_seeded(suite: CipherSuite, psk: Option<[u8; 32]>, seed: u8) -> Pair {
     let mut client = Initiator::new(key(1), key(100).public_key(), psk, suite, [seed; 32]);
     let mut server = server(psk);
     let now = Instant::from_micros(1_000);
-    let (e, skeys) = handshake(&mut client, &mut server, now, 0, 0x00ab_cdef).unwrap();
-    assert_eq!(e.session, 0x00ab_cdef);
+    let (e, skeys) = handshake(&mut client, &mut server, now, 0, 0xcdef).unwrap();
+    assert_eq!(e.session, 0xcdef);
     assert!(!e.continued);
     assert_eq!(e.keys.send, skeys.recv);
     assert_eq!(e.keys.recv, skeys.send);
@@ -344,7 +344,7 @@ proptest::proptest! {
         let mut framed = bytes.clone();
         if framed.len() >= HEADER_LEN {
             framed[0] = (crate::wire::VERSION << 6) | (ptype << 2) | flags;
-            framed[1..4].copy_from_slice(&p.session.to_be_bytes()[1..]);
+            framed[1..3].copy_from_slice(&p.session.to_be_bytes()[2..]);
         }
         let mut out = [0u8; 256];
         for d in [&bytes, &framed] {

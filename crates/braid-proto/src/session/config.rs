@@ -44,7 +44,8 @@ impl Default for HoldConfig {
 pub struct SessionConfig {
     /// Client or server.
     pub role: Role,
-    /// Session id (24 bits).
+    /// Session id (16 bits, [`crate::wire::Header::MAX_SESSION`]; higher bits are dropped with a
+    /// warning when the session is made).
     pub session_id: u32,
     /// Loss-recovery scheme for what this end sends.
     pub recovery: RecoveryKind,

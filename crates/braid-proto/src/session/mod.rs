@@ -160,7 +160,14 @@ impl Session {
     /// A session with the given links (the client's uplinks; the server usually starts with none
     /// and learns them). Client links start probing; server links start active because they are
     /// created by traffic that just arrived on them.
-    pub fn new(cfg: SessionConfig, links: &[LinkConfig], now: Instant) -> Self {
+    pub fn new(mut cfg: SessionConfig, links: &[LinkConfig], now: Instant) -> Self {
+        if cfg.session_id > crate::wire::Header::MAX_SESSION {
+            tracing::warn!(
+                id = cfg.session_id,
+                "session id wider than the header's 16 bits; its high bits are dropped"
+            );
+            cfg.session_id &= crate::wire::Header::MAX_SESSION;
+        }
         let mut s = Session {
             recovery: recovery::build(cfg.recovery, cfg.seed ^ 0x6f65_6300),
             scheduler: scheduler::build(cfg.scheduler),
@@ -295,6 +302,12 @@ impl Session {
     /// Counters.
     pub fn stats(&self) -> SessionStats {
         self.stats
+    }
+
+    /// The peer's cumulative ack as last heard, and how many packets this end has sent.
+    #[cfg(test)]
+    pub(crate) fn acked_and_sent(&self) -> (u64, u64) {
+        (self.peer_cum_ack, self.next_seq)
     }
 
     /// Sequencing-buffer counters.

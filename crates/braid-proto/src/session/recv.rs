@@ -104,8 +104,8 @@ impl Session {
 
     fn on_data(&mut self, now: Instant, flags: u8, d: DataRepr<'_>) {
         self.peer_wants_nacks = flags & FLAG_NACK_WANTED != 0;
-        if let Some(a) = d.ack {
-            self.on_cum_ack(now, a);
+        if let Some(ack) = d.ack.and_then(|a| seq::expand_ack(self.peer_cum_ack, self.next_seq, a)) {
+            self.on_ack(now, ack);
         }
         let seq = seq::expand(self.expected_rx(), d.seq);
         self.accept_packet(now, seq, Bytes::copy_from_slice(d.payload), false);
@@ -157,8 +157,14 @@ impl Session {
         }
     }
 
+    /// A 24-bit cumulative ack from a feedback packet.
     fn on_cum_ack(&mut self, now: Instant, wire_ack: u32) {
         let ack = seq::expand(self.peer_cum_ack, wire_ack).min(self.next_seq);
+        self.on_ack(now, ack);
+    }
+
+    /// The peer has every packet below `ack`.
+    fn on_ack(&mut self, now: Instant, ack: u64) {
         if ack > self.peer_cum_ack {
             self.peer_cum_ack = ack;
             self.recovery.on_ack(now, ack);

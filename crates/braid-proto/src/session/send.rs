@@ -151,7 +151,7 @@ impl Session {
         resend: bool,
     ) -> Option<Transmit> {
         let packet: Bytes = self.sent.get(seq)?.packet.clone();
-        let ack = self.ack_pending_since.map(|_| seq::truncate(self.reorder.next_expected()));
+        let ack = self.ack_pending_since.map(|_| seq::truncate_ack(self.reorder.next_expected()));
         let body = DataRepr { seq: seq::truncate(seq), ack, payload: &packet };
         let size = HEADER_LEN + body.len();
         let link = match link {

@@ -46,14 +46,16 @@ impl PacketType {
     }
 }
 
-/// The 12-byte clear header every datagram starts with.
+/// The 11-byte clear header every datagram starts with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
     /// Packet type.
     pub ptype: PacketType,
     /// Two type-specific flag bits.
     pub flags: u8,
-    /// Session id (24 bits): a vehicle keeps its session when its uplink addresses change.
+    /// Session id (16 bits): a vehicle keeps its session when its uplink addresses change. 16 bits
+    /// (65,535 vehicles per server) rather than WireGuard's 32 buy the byte that lets a data packet
+    /// with a piggybacked ack fit in 60 bytes; the server picks ids, so they never collide.
     pub session: u32,
     /// Which of the vehicle's uplinks this datagram travels on.
     pub link: LinkId,
@@ -64,8 +66,8 @@ pub struct Header {
 }
 
 impl Header {
-    /// Largest session id (24 bits).
-    pub const MAX_SESSION: u32 = (1 << 24) - 1;
+    /// Largest session id (16 bits).
+    pub const MAX_SESSION: u32 = (1 << 16) - 1;
 
     /// Parses the header, returning it and the body that follows.
     pub fn parse(datagram: &[u8]) -> Result<(Header, &[u8]), WireError> {
@@ -80,7 +82,7 @@ impl Header {
         }
         let ptype = PacketType::from_code((b0 >> 2) & 0x0f)?;
         let flags = b0 & 0b11;
-        let session = r.u24("session id")?;
+        let session = u32::from(r.u16("session id")?);
         let link = LinkId(r.u8("link id")?);
         let link_seq = r.u24("link sequence number")?;
         let timestamp = r.u32("timestamp")?;
@@ -90,11 +92,11 @@ impl Header {
     /// Writes the header into the first [`HEADER_LEN`] bytes of `buf`.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize, WireError> {
         if self.session > Self::MAX_SESSION {
-            return Err(WireError::Invalid { field: "session id", why: "exceeds 24 bits" });
+            return Err(WireError::Invalid { field: "session id", why: "exceeds 16 bits" });
         }
         let mut w = Writer::new(buf, HEADER_LEN)?;
         w.u8((VERSION << 6) | (self.ptype.code() << 2) | (self.flags & 0b11));
-        w.u24(self.session);
+        w.u16(self.session as u16);
         w.u8(self.link.0);
         w.u24(self.link_seq & 0x00ff_ffff);
         w.u32(self.timestamp);

@@ -1,22 +1,23 @@
 //! braid's wire format (DESIGN.md 3).
 //!
-//! Every datagram starts with a 12-byte clear header; the body depends on the packet type:
+//! Every datagram starts with an 11-byte clear header; the body depends on the packet type:
 //!
 //! ```text
 //!  0                   1                   2                   3
 //!  0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//! |Ver|  Type |Flg|                 Session id (24)               |
+//! |Ver|  Type |Flg|       Session id (16)         |    Link id    |
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//! |    Link id    |          Per-link sequence number (24)        |
+//! |          Per-link sequence number (24)        |  Send time    :
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//! |                Send time (µs, sender's clock, low 32 bits)    |
-//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! :     (µs, sender's clock, low 32 bits)         |
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! ```
 //!
-//! Data adds a 3-byte global sequence number (and a 3-byte cumulative ack when the ACK flag is set),
-//! so a data packet costs 15 bytes of header: with outer IPv4 + UDP (28) and a 16-byte AEAD tag that
-//! is 59 bytes, inside WireGuard's 60 (DESIGN.md 3). The per-link sequence number and the send time
+//! Data adds a 3-byte global sequence number (and the low 16 bits of a cumulative ack when the ACK
+//! flag is set, [`crate::seq::expand_ack`]), so a data packet costs 14 bytes of header, 16 with an
+//! ack: with outer IPv4 + UDP (28) and a 16-byte AEAD tag that is 58 or 60 bytes, within
+//! WireGuard's 60 (DESIGN.md 3). The per-link sequence number and the send time
 //! are on every datagram so the receiver can measure each link's loss, one-way delay and rate
 //! (PluriBus 5.2, 5.3) from all traffic, not just data.
 //!
@@ -34,12 +35,20 @@ pub use feedback::{FeedbackRepr, LinkReport, NackRange};
 pub use header::{Header, PacketType};
 pub use probe::ProbeRepr;
 
-/// braid's protocol version, carried in the top two bits of every datagram.
-pub const VERSION: u8 = 1;
+/// braid's protocol version, carried in the top two bits of every datagram. Version 2 narrowed the
+/// session id to 16 bits and the piggybacked ack to 16, so that no data packet exceeds 60 bytes.
+pub const VERSION: u8 = 2;
 /// Length of the common header.
-pub const HEADER_LEN: usize = 12;
+pub const HEADER_LEN: usize = 11;
+/// Offset of the link id in the header; the crypto layer reads it and the per-link sequence number
+/// that follows ([`LINK_SEQ_OFFSET`]) without parsing the rest, to build the AEAD nonce.
+pub const LINK_ID_OFFSET: usize = 3;
+/// Offset of the 24-bit per-link sequence number in the header.
+pub const LINK_SEQ_OFFSET: usize = 4;
 /// Length of a data packet's header, without the optional ack.
 pub const DATA_HEADER_LEN: usize = HEADER_LEN + 3;
+/// Bytes a piggybacked ack adds to a data packet.
+pub const DATA_ACK_LEN: usize = 2;
 /// Length of a coded packet's header.
 pub const CODED_HEADER_LEN: usize = HEADER_LEN + coded::CODED_FIELDS_LEN;
 /// The most header bytes any packet that carries a passenger packet adds to it; the TUN MTU is the
@@ -49,10 +58,11 @@ pub const CODED_HEADER_LEN: usize = HEADER_LEN + coded::CODED_FIELDS_LEN;
 pub const MAX_CARRIER_OVERHEAD: usize = if CODED_HEADER_LEN + FOUNTAIN_SYMBOL_PREFIX > DATA_HEADER_LEN + 3 {
     CODED_HEADER_LEN + FOUNTAIN_SYMBOL_PREFIX
 } else {
-    DATA_HEADER_LEN + 3
+    DATA_HEADER_LEN + DATA_ACK_LEN
 };
 
-/// Header flag on data packets: a cumulative ack follows the global sequence number.
+/// Header flag on data packets: a cumulative ack (its low 16 bits) follows the global sequence
+/// number.
 pub const FLAG_ACK: u8 = 0b01;
 /// Header flag on data packets: the sender recovers losses by retransmission, so the receiver
 /// should report holes (NACKs).
@@ -102,8 +112,8 @@ pub enum WireError {
 pub struct DataRepr<'a> {
     /// Low 24 bits of the global sequence number.
     pub seq: u32,
-    /// Low 24 bits of the sender's cumulative ack of the reverse direction, if piggybacked.
-    pub ack: Option<u32>,
+    /// Low 16 bits of the sender's cumulative ack of the reverse direction, if piggybacked.
+    pub ack: Option<u16>,
     /// The passenger's IP packet.
     pub payload: &'a [u8],
 }
@@ -113,7 +123,7 @@ impl<'a> DataRepr<'a> {
     pub fn parse(flags: u8, body: &'a [u8]) -> Result<Self, WireError> {
         let mut r = Reader::new(body);
         let seq = r.u24("data sequence number")?;
-        let ack = if flags & FLAG_ACK != 0 { Some(r.u24("data ack")?) } else { None };
+        let ack = if flags & FLAG_ACK != 0 { Some(r.u16("data ack")?) } else { None };
         let payload = r.rest();
         if payload.is_empty() {
             return Err(WireError::Invalid { field: "data payload", why: "empty" });
@@ -128,7 +138,7 @@ impl<'a> DataRepr<'a> {
 
     /// Bytes the body takes.
     pub fn len(&self) -> usize {
-        3 + if self.ack.is_some() { 3 } else { 0 } + self.payload.len()
+        3 + if self.ack.is_some() { DATA_ACK_LEN } else { 0 } + self.payload.len()
     }
 
     /// Whether the body carries no payload (never true for a parsed body).
@@ -141,7 +151,7 @@ impl<'a> DataRepr<'a> {
         let mut w = Writer::new(buf, self.len())?;
         w.u24(self.seq);
         if let Some(a) = self.ack {
-            w.u24(a);
+            w.u16(a);
         }
         w.bytes(self.payload);
         Ok(w.pos)

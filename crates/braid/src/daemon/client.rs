@@ -275,7 +275,7 @@ impl Client {
             }
         };
         self.initiated_at = Some(now);
-        tracing::debug!(uplink = %self.uplinks[i].cfg.name, wanted = format_args!("{wanted:06x}"), "handshake initiation");
+        tracing::debug!(uplink = %self.uplinks[i].cfg.name, wanted = format_args!("{wanted:04x}"), "handshake initiation");
         if let Some(sock) = self.uplinks[i].socket.clone()
             && sock.send_to(&out[..len], self.server).await.is_err()
         {
@@ -302,7 +302,7 @@ impl Client {
                     // Due at once: the loop sends it after this batch.
                     self.initiated_at = Some(now.saturating_sub(HANDSHAKE_RETRY));
                     tracing::info!(
-                        session = format_args!("{id:06x}"),
+                        session = format_args!("{id:04x}"),
                         "server does not know the session; joining again"
                     );
                 }
@@ -314,12 +314,12 @@ impl Client {
                     self.keyed.as_mut().filter(|k| e.continued && k.session.config().session_id == e.session)
                 {
                     k.channel.rekey(&e.keys, now, true);
-                    tracing::info!(session = format_args!("{:06x}", e.session), "session rekeyed");
+                    tracing::info!(session = format_args!("{:04x}", e.session), "session rekeyed");
                     return;
                 }
                 let session = self.new_session(e.session, now);
                 self.keyed = Some(Keyed { session, channel: SecureChannel::new(&e.keys, now) });
-                tracing::info!(session = format_args!("{:06x}", e.session), cipher = %e.keys.suite, "session established");
+                tracing::info!(session = format_args!("{:04x}", e.session), cipher = %e.keys.suite, "session established");
             }
         }
     }

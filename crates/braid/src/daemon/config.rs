@@ -157,6 +157,9 @@ pub struct ClientKeys {
     pub psk: Option<[u8; 32]>,
 }
 
+/// The most sessions a server may be configured for: half the 16-bit session id space.
+pub const MAX_SESSIONS: usize = 1 << 15;
+
 fn default_max_sessions() -> usize {
     1024
 }
@@ -377,6 +380,12 @@ impl ServerConfig {
         let c: ServerConfig = toml::from_str(text)?;
         if c.max_sessions == 0 {
             bail!("max_sessions: must be at least 1");
+        }
+        if c.max_sessions > MAX_SESSIONS {
+            bail!(
+                "max_sessions: {} is more than {MAX_SESSIONS} (session ids are 16 bits; at most half are used so that a free one is found at once)",
+                c.max_sessions
+            );
         }
         if c.session_idle_s == 0 {
             bail!("session_idle_s: must be at least 1");

@@ -91,7 +91,7 @@ pub fn render(s: &DaemonStatus) -> String {
     metric("handshakes_total", "Handshakes completed.", "counter", vec![(String::new(), s.handshakes as f64)]);
     metric("sessions", "Open sessions.", "gauge", vec![(String::new(), s.sessions.len() as f64)]);
     let per_session = |f: &dyn Fn(&super::status::SessionStatus) -> f64| {
-        s.sessions.iter().map(|x| (format!("{{session=\"{:06x}\"}}", x.id), f(x))).collect::<Vec<_>>()
+        s.sessions.iter().map(|x| (format!("{{session=\"{:04x}\"}}", x.id), f(x))).collect::<Vec<_>>()
     };
     metric(
         "tun_in_total",
@@ -116,7 +116,7 @@ pub fn render(s: &DaemonStatus) -> String {
         s.sessions
             .iter()
             .flat_map(|x| {
-                x.uplinks.iter().map(move |u| (format!("{{session=\"{:06x}\",uplink=\"{}\"}}", x.id, u.name), f(u)))
+                x.uplinks.iter().map(move |u| (format!("{{session=\"{:04x}\",uplink=\"{}\"}}", x.id, u.name), f(u)))
             })
             .collect::<Vec<_>>()
     };

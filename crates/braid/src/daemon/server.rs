@@ -355,7 +355,7 @@ impl Server {
         self.outbox.push((out[..n].to_vec(), from));
         if let Some(v) = self.sessions.get_mut(&id).filter(|_| continued) {
             v.channel.rekey(&keys, now, false);
-            tracing::info!(peer = %name, session = format_args!("{id:06x}"), %from, "session rekeyed");
+            tracing::info!(peer = %name, session = format_args!("{id:04x}"), %from, "session rekeyed");
             return;
         }
         // A new session; the peer's old one (a vehicle that restarted) goes.
@@ -366,12 +366,14 @@ impl Server {
         let session = self.new_session(id, now);
         let channel = SecureChannel::new(&keys, now);
         self.sessions.insert(id, Vehicle { session, channel, peer, last_rx: now });
-        tracing::info!(peer = %name, session = format_args!("{id:06x}"), %from, cipher = %suite, "new session");
+        tracing::info!(peer = %name, session = format_args!("{id:04x}"), %from, cipher = %suite, "new session");
     }
 
     /// A random session id not in use (never 0: a client asks for 0 when it wants a new one).
+    /// `max_sessions` is at most half the id space, so a random draw is free at least half the
+    /// time; the scan after 64 draws only runs if the OS has no randomness.
     fn fresh_id(&self) -> u32 {
-        loop {
+        for _ in 0..64 {
             let mut b = [0u8; 4];
             // Without OS randomness ids are still unique (checked below), only guessable, and a
             // guessed id gains nothing without the session's keys.
@@ -381,6 +383,8 @@ impl Server {
                 return id;
             }
         }
+        // Some id is always free: there are never more than max_sessions <= MAX_SESSION / 2 sessions.
+        (1..=Header::MAX_SESSION).find(|id| !self.sessions.contains_key(id)).unwrap_or(Header::MAX_SESSION)
     }
 
     fn new_session(&self, id: u32, now: braid_proto::Instant) -> Session {
@@ -420,7 +424,7 @@ impl Server {
             deliver(&self.tun, &p).await;
         }
         while let Some(e) = v.session.poll_event() {
-            tracing::info!(session = format_args!("{id:06x}"), event = ?e, "session event");
+            tracing::info!(session = format_args!("{id:04x}"), event = ?e, "session event");
         }
         any
     }
@@ -433,7 +437,7 @@ impl Server {
         self.sessions.retain(|id, v| {
             let keep = now.saturating_duration_since(v.last_rx) < idle && !v.session.is_closed();
             if !keep {
-                tracing::info!(session = format_args!("{id:06x}"), peer = %peers[v.peer].name, "session expired");
+                tracing::info!(session = format_args!("{id:04x}"), peer = %peers[v.peer].name, "session expired");
             }
             keep
         });

@@ -69,7 +69,7 @@ impl From<braid_proto::crypto::RejectCounts> for Rejected {
 /// One session.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SessionStatus {
-    /// 24-bit session id.
+    /// 16-bit session id.
     pub id: u32,
     /// The vehicle's name from the server's `[[peer]]` list (server), or the server's address
     /// (client).
@@ -237,7 +237,7 @@ impl DaemonStatus {
         for s in &self.sessions {
             let _ = writeln!(
                 o,
-                "session {:06x} ({}, {}): recovery {}, scheduler {}; in {} out {} data {} resent {} coded {} recovered {} malformed {}",
+                "session {:04x} ({}, {}): recovery {}, scheduler {}; in {} out {} data {} resent {} coded {} recovered {} malformed {}",
                 s.id,
                 s.peer,
                 s.cipher,
