@@ -215,6 +215,9 @@ impl<'a> World<'a> {
                 Congestion::Reno => host::Congestion::Reno,
                 Congestion::Cubic => host::Congestion::Cubic,
             };
+            h.initial_rto = tcp.initial_rto;
+            h.min_rto = tcp.min_rto;
+            h.initial_window = tcp.initial_window;
             h.mss_clamp = Some(tcp.mss);
             h.socket_buffer = tcp.buffer_bytes;
             h.seed = seed ^ salt;

@@ -98,6 +98,12 @@ pub struct HostConfig {
     pub mtu: usize,
     /// Congestion controller.
     pub congestion: Congestion,
+    /// Retransmission timeout before the first RTT sample (RFC 6298 2.1).
+    pub initial_rto: Duration,
+    /// Lower bound of the retransmission timeout (Linux's `TCP_RTO_MIN`).
+    pub min_rto: Duration,
+    /// Congestion window of a new connection, bytes.
+    pub initial_window: usize,
     /// Upper bound on the MSS, like a router's MSS clamping in front of a tunnel; applied by
     /// lowering the MTU the stack sees to `mss + 40`.
     pub mss_clamp: Option<u16>,
@@ -115,7 +121,8 @@ pub struct HostConfig {
 }
 
 impl HostConfig {
-    /// A host at `address/prefix_len` with realistic defaults: MTU 1500, CUBIC, no MSS clamp,
+    /// A host at `address/prefix_len` with realistic defaults: MTU 1500, CUBIC with Linux's RTO
+    /// bounds (1 s initial, 200 ms minimum) and initial window (14600 bytes), no MSS clamp,
     /// 256 KiB socket buffers, seed 0, 60 s idle timeout, 60 s linger.
     pub fn new(address: Ipv4Addr, prefix_len: u8) -> Self {
         HostConfig {
@@ -123,6 +130,9 @@ impl HostConfig {
             prefix_len,
             mtu: 1500,
             congestion: Congestion::default(),
+            initial_rto: Duration::from_secs(1),
+            min_rto: Duration::from_millis(200),
+            initial_window: 14_600,
             mss_clamp: None,
             socket_buffer: 256 * 1024,
             seed: 0,
@@ -247,6 +257,9 @@ pub struct TcpHost {
     address: Ipv4Addr,
     socket_buffer: usize,
     congestion: CongestionControl,
+    initial_rto: Duration,
+    min_rto: Duration,
+    initial_window: usize,
     limits: Limits,
     iface: Interface,
     device: QueueDevice,
@@ -302,6 +315,9 @@ impl TcpHost {
             address: config.address,
             socket_buffer: config.socket_buffer.clamp(MIN_BUFFER, 1 << 30),
             congestion: config.congestion.into(),
+            initial_rto: config.initial_rto,
+            min_rto: config.min_rto,
+            initial_window: config.initial_window,
             limits: Limits { idle_timeout: config.idle_timeout, linger: config.linger },
             iface,
             device,
@@ -476,6 +492,9 @@ impl TcpHost {
         };
         let mut socket = tcp::Socket::new(tcp::SocketBuffer::new(vec![0; rx]), tcp::SocketBuffer::new(vec![0; tx]));
         socket.set_congestion_control(self.congestion);
+        socket.set_initial_window(self.initial_window);
+        socket.set_rto_bounds(self.initial_rto.into(), self.min_rto.into());
+
         // The sender writes whole buffers at once; Nagle would only hold back the last segment
         // of a flow behind an ACK the peer delays.
         socket.set_nagle_enabled(false);

@@ -10,8 +10,9 @@ use super::doc::{self, Doc, Loc};
 use super::raw::*;
 use super::scheme::{Peer, Recovery, SchedulerKind, SchemeKind, SchemeSpec, Weights};
 use super::{
-    Congestion, DEFAULT_BUFFER_KB, DEFAULT_DELAY_MS, DEFAULT_MSS, DEFAULT_PACKET_BYTES, DEFAULT_QUEUE_KB, DEFAULT_RUNS,
-    DEFAULT_SEED, Direction, LinkSpec, Scenario, ScenarioError, TcpSpec, WorkloadSpec,
+    Congestion, DEFAULT_BUFFER_KB, DEFAULT_DELAY_MS, DEFAULT_INITIAL_RTO_MS, DEFAULT_INITIAL_WINDOW_BYTES,
+    DEFAULT_MIN_RTO_MS, DEFAULT_MSS, DEFAULT_PACKET_BYTES, DEFAULT_QUEUE_KB, DEFAULT_RUNS, DEFAULT_SEED, Direction,
+    LinkSpec, Scenario, ScenarioError, TcpSpec, WorkloadSpec,
 };
 use crate::link::{LinkDirSpec, LossSpec, Outage, RateSpec, Schedule, Trace};
 use crate::workload::Dist;
@@ -510,5 +511,29 @@ fn tcp(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawTcp) -> Result<TcpSpec> {
     if buffer_bytes < f64::from(mss) || buffer_bytes > u32::MAX as f64 {
         return Err(ctx.invalid(&at, format!("{buffer_kb} kB must hold at least one segment and fit 32 bits")));
     }
-    Ok(TcpSpec { congestion, mss, buffer_bytes: buffer_bytes as usize })
+    // smoltcp keeps RTOs in whole milliseconds between 1 ms and 60 s (RFC 6298 2.5).
+    let rto = |v: Option<f64>, default: u64, key: &str| -> Result<Duration> {
+        let ms = v.unwrap_or(default as f64);
+        if !(1.0..=60_000.0).contains(&ms) || ms.fract() != 0.0 {
+            return Err(ctx.invalid(&loc.key(key), format!("must be a whole number of ms in 1..=60000, found {ms}")));
+        }
+        Ok(Duration::from_millis(ms as u64))
+    };
+    let initial_rto = rto(raw.initial_rto_ms, DEFAULT_INITIAL_RTO_MS, "initial_rto_ms")?;
+    let min_rto = rto(raw.min_rto_ms, DEFAULT_MIN_RTO_MS, "min_rto_ms")?;
+    let initial_window = raw.initial_window_bytes.unwrap_or(DEFAULT_INITIAL_WINDOW_BYTES as u64);
+    if initial_window < u64::from(mss) || initial_window > u64::from(u32::MAX) {
+        return Err(ctx.invalid(
+            &loc.key("initial_window_bytes"),
+            format!("must hold at least one segment ({mss} bytes) and fit 32 bits, found {initial_window}"),
+        ));
+    }
+    Ok(TcpSpec {
+        congestion,
+        mss,
+        buffer_bytes: buffer_bytes as usize,
+        initial_rto,
+        min_rto,
+        initial_window: initial_window as usize,
+    })
 }

@@ -12,7 +12,8 @@
 //! 1000 bytes), `loss` none; Gilbert `loss_good` 0 and `loss_bad` 1; workload `direction` down,
 //! `scale` 1, bulk `flows` 1, cbr `packet_bytes` [`DEFAULT_PACKET_BYTES`]; scheme `scheduler`
 //! min-delay, wrr `weights` auto; `[tcp]` cubic, `mss` [`DEFAULT_MSS`], `buffer_kb`
-//! [`DEFAULT_BUFFER_KB`]. `name`, `duration_s`, links, their `down`/`up` with `rate_kbps` or
+//! [`DEFAULT_BUFFER_KB`], `initial_rto_ms` [`DEFAULT_INITIAL_RTO_MS`], `min_rto_ms`
+//! [`DEFAULT_MIN_RTO_MS`], `initial_window_bytes` [`DEFAULT_INITIAL_WINDOW_BYTES`]. `name`, `duration_s`, links, their `down`/`up` with `rate_kbps` or
 //! `trace`, the workload and at least one scheme are required.
 
 /// Declares a closed set of names used in scenario files, with their spellings.
@@ -207,7 +208,7 @@ impl WorkloadSpec {
     }
 }
 
-/// `[tcp]`: the end hosts' TCP.
+/// `[tcp]`: the end hosts' TCP (simulator only: the testbed's hosts run the kernel's TCP).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TcpSpec {
     /// Congestion control.
@@ -216,11 +217,33 @@ pub struct TcpSpec {
     pub mss: u16,
     /// Send and receive buffer, bytes (`buffer_kb` * 1000).
     pub buffer_bytes: usize,
+    /// Retransmission timeout before the first RTT sample, which is what a lost SYN waits
+    /// (`initial_rto_ms`; RFC 6298 and Linux: 1000, RFC 2988 and hosts before 2011: 3000).
+    pub initial_rto: Duration,
+    /// Lower bound of the retransmission timeout (`min_rto_ms`; Linux: 200).
+    pub min_rto: Duration,
+    /// Congestion window a connection starts with (`initial_window_bytes`; RFC 6928 and Linux:
+    /// 14600, ten 1460-byte segments; RFC 3390: 4380).
+    pub initial_window: usize,
 }
+
+/// Defaults of `[tcp]`: today's Linux, as passengers' phones and servers run it.
+pub const DEFAULT_INITIAL_RTO_MS: u64 = 1000;
+/// See [`DEFAULT_INITIAL_RTO_MS`].
+pub const DEFAULT_MIN_RTO_MS: u64 = 200;
+/// See [`DEFAULT_INITIAL_RTO_MS`].
+pub const DEFAULT_INITIAL_WINDOW_BYTES: usize = 14_600;
 
 impl Default for TcpSpec {
     fn default() -> Self {
-        TcpSpec { congestion: Congestion::Cubic, mss: DEFAULT_MSS, buffer_bytes: DEFAULT_BUFFER_KB as usize * 1000 }
+        TcpSpec {
+            congestion: Congestion::Cubic,
+            mss: DEFAULT_MSS,
+            buffer_bytes: DEFAULT_BUFFER_KB as usize * 1000,
+            initial_rto: Duration::from_millis(DEFAULT_INITIAL_RTO_MS),
+            min_rto: Duration::from_millis(DEFAULT_MIN_RTO_MS),
+            initial_window: DEFAULT_INITIAL_WINDOW_BYTES,
+        }
     }
 }
 

@@ -134,6 +134,9 @@ pub(crate) struct RawTcp {
     pub congestion: Option<String>,
     pub mss: Option<u16>,
     pub buffer_kb: Option<f64>,
+    pub initial_rto_ms: Option<f64>,
+    pub min_rto_ms: Option<f64>,
+    pub initial_window_bytes: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -78,7 +78,14 @@ fn minimal_scenario_gets_documented_defaults() {
     assert_eq!(s.workload, WorkloadSpec::Bulk { direction: Direction::Down, flows: 1 });
     assert_eq!(s.schemes[0].kind, SchemeKind::Braid { recovery: Recovery::Oec, scheduler: SchedulerKind::MinDelay });
     assert_eq!((s.schemes[0].fec_percent, &s.schemes[0].weights, s.schemes[0].hold), (None, &None, None));
-    assert_eq!(s.tcp, TcpSpec { congestion: Congestion::Cubic, mss: 1360, buffer_bytes: 256_000 });
+    assert_eq!(
+        s.tcp,
+        TcpSpec { congestion: Congestion::Cubic, mss: 1360, buffer_bytes: 256_000, ..TcpSpec::default() }
+    );
+    assert_eq!(
+        (s.tcp.initial_rto, s.tcp.min_rto, s.tcp.initial_window),
+        (Duration::from_secs(1), Duration::from_millis(200), 14_600)
+    );
     assert!(s.sweep.is_none());
     assert_eq!(s.expand_sweep(), vec![(None, s.clone())]);
 }
@@ -144,6 +151,9 @@ peer = "mptcp"
 congestion = "reno"
 mss = 1200
 buffer_kb = 100
+initial_rto_ms = 3000
+min_rto_ms = 300
+initial_window_bytes = 4380
 "#;
     let s = Scenario::from_str(text, &dir).unwrap();
     assert_eq!((s.name.as_str(), s.duration, s.runs, s.seed), ("all", Duration::from_millis(12_500), 3, 99));
@@ -191,7 +201,17 @@ buffer_kb = 100
     assert_eq!(by_name("kcp").kind, SchemeKind::Peer(Peer::Kcptun));
     assert_eq!(by_name("kcp").fec_percent, Some(30.0));
     assert_eq!(by_name("mp").kind, SchemeKind::Peer(Peer::Mptcp));
-    assert_eq!(s.tcp, TcpSpec { congestion: Congestion::Reno, mss: 1200, buffer_bytes: 100_000 });
+    assert_eq!(
+        s.tcp,
+        TcpSpec {
+            congestion: Congestion::Reno,
+            mss: 1200,
+            buffer_bytes: 100_000,
+            initial_rto: Duration::from_secs(3),
+            min_rto: Duration::from_millis(300),
+            initial_window: 4380,
+        }
+    );
 }
 
 #[test]
@@ -333,6 +353,19 @@ fn out_of_range_values_are_named_with_their_line() {
     assert_rejects(&text, "workload.interarrival_s", "interarrival_s", "mean must be > 0");
     assert_rejects(&format!("{MINIMAL}\n[tcp]\nmss = 10\n"), "tcp.mss", "mss", "at least 64");
     assert_rejects(&format!("{MINIMAL}\n[tcp]\ncongestion = \"bbr\"\n"), "tcp.congestion", "bbr", "valid: reno, cubic");
+    assert_rejects(
+        &format!("{MINIMAL}\n[tcp]\ninitial_rto_ms = 0\n"),
+        "tcp.initial_rto_ms",
+        "initial_rto_ms",
+        "1..=60000",
+    );
+    assert_rejects(&format!("{MINIMAL}\n[tcp]\nmin_rto_ms = 0.5\n"), "tcp.min_rto_ms", "min_rto_ms", "whole number");
+    assert_rejects(
+        &format!("{MINIMAL}\n[tcp]\ninitial_window_bytes = 100\n"),
+        "tcp.initial_window_bytes",
+        "initial_window_bytes",
+        "at least one segment",
+    );
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use anyhow::Context;
 use braid_sim::results::SimReport;
-use braid_sim::scenario::{Peer, Scenario, SchemeKind, SchemeSpec};
+use braid_sim::scenario::{Peer, Scenario, SchemeKind, SchemeSpec, TcpSpec};
 use braid_testbed::{TestbedOptions, accuracy, netns, run_testbed};
 use clap::Args;
 use std::path::PathBuf;
@@ -71,6 +71,12 @@ pub fn testbed(a: TestbedArgs) -> anyhow::Result<()> {
         Some(f) => Scenario::from_file(f).with_context(|| format!("scenario {}", f.display()))?,
         None => Scenario::default_bus(),
     };
+    if scenario.tcp != TcpSpec::default() {
+        eprintln!(
+            "braid testbed: [tcp] of {} is for the simulator's hosts; the testbed's hosts run this kernel's TCP",
+            scenario.name
+        );
+    }
     let report = run(&scenario, &a, a.json)?;
     super::sim::print_report(&report, a.json, a.verbose);
     if let Some(dir) = &a.out {
@@ -162,6 +168,9 @@ fn run_accuracy(a: &TestbedArgs) -> anyhow::Result<()> {
 pub fn demo(runs: u32, duration_s: u64) -> Result<anyhow::Result<()>, String> {
     netns::available()?;
     let mut scenario = Scenario::default_bus();
+    // The bus's [tcp] models the paper's 2010 hosts for the simulator; here the hosts are this
+    // kernel's TCP, so the scenario says so.
+    scenario.tcp = TcpSpec::default();
     let peer = |name: &str, p| SchemeSpec {
         name: name.into(),
         kind: SchemeKind::Peer(p),

@@ -175,23 +175,34 @@ struct RttEstimator {
     timestamp: Option<(Instant, TcpSeqNumber)>,
     max_seq_sent: Option<TcpSeqNumber>,
     rto_count: u8,
+    // braid: the initial and minimum RTO are per socket (`Socket::set_rto_bounds`), so that the
+    // simulator can model end hosts of another era (RFC 2988's 3 s initial RTO).
+    initial_rto: u32,
+    min_rto: u32,
 }
 
 impl Default for RttEstimator {
     fn default() -> Self {
-        Self {
-            have_measurement: false,
-            srtt: 0,   // ignored, will be overwritten on first measurement.
-            rttvar: 0, // ignored, will be overwritten on first measurement.
-            rto: RTTE_INITIAL_RTO,
-            timestamp: None,
-            max_seq_sent: None,
-            rto_count: 0,
-        }
+        Self::with_bounds(RTTE_INITIAL_RTO, RTTE_MIN_RTO)
     }
 }
 
 impl RttEstimator {
+    // braid: see `initial_rto` and `min_rto`.
+    fn with_bounds(initial_rto: u32, min_rto: u32) -> Self {
+        Self {
+            have_measurement: false,
+            srtt: 0,   // ignored, will be overwritten on first measurement.
+            rttvar: 0, // ignored, will be overwritten on first measurement.
+            rto: initial_rto,
+            timestamp: None,
+            max_seq_sent: None,
+            rto_count: 0,
+            initial_rto,
+            min_rto,
+        }
+    }
+
     fn retransmission_timeout(&self) -> Duration {
         Duration::from_millis(self.rto as _)
     }
@@ -216,7 +227,7 @@ impl RttEstimator {
 
         // RFC 6298 (2.2), (2.3)
         let margin = RTTE_MIN_MARGIN.max(self.rttvar * RTTE_K);
-        self.rto = (self.srtt + margin).clamp(RTTE_MIN_RTO, RTTE_MAX_RTO);
+        self.rto = (self.srtt + margin).clamp(self.min_rto, RTTE_MAX_RTO);
 
         self.rto_count = 0;
 
@@ -678,6 +689,26 @@ impl<'a> Socket<'a> {
         }
     }
 
+    /// braid: sets the retransmission timeout before the first RTT sample (RFC 6298 2.1: 1 s,
+    /// RFC 2988: 3 s) and its lower bound (RFC 6298 2.4: 1 s; Linux: 200 ms). Values are clamped
+    /// to 1 ms..=60 s; the initial one takes effect on the next connection or now if no RTT has
+    /// been measured yet.
+    pub fn set_rto_bounds(&mut self, initial: Duration, min: Duration) {
+        let ms = |d: Duration| (d.total_millis() as u32).clamp(1, RTTE_MAX_RTO);
+        self.rtte.initial_rto = ms(initial);
+        self.rtte.min_rto = ms(min);
+        if !self.rtte.have_measurement {
+            self.rtte.rto = self.rtte.initial_rto;
+        }
+    }
+
+    /// braid: sets the congestion window a new connection starts with, in bytes (RFC 3390:
+    /// 3 segments; RFC 6928: 10). Call it after `set_congestion_control`, which starts over with
+    /// the controller's default, and before the connection sends data.
+    pub fn set_initial_window(&mut self, bytes: usize) {
+        self.congestion_controller.inner_mut().set_initial_window(bytes);
+    }
+
     /// Return the current congestion control algorithm.
     pub fn congestion_control(&self) -> CongestionControl {
         use congestion::*;
@@ -909,7 +940,8 @@ impl<'a> Socket<'a> {
 
         self.state = State::Closed;
         self.timer = Timer::new();
-        self.rtte = RttEstimator::default();
+        // braid: the configured RTO bounds outlive a reset (`set_rto_bounds`).
+        self.rtte = RttEstimator::with_bounds(self.rtte.initial_rto, self.rtte.min_rto);
         self.assembler = Assembler::new();
         self.tx_buffer.clear();
         self.rx_buffer.clear();

@@ -97,6 +97,39 @@ fn timers_fire_exactly_when_due() {
 }
 
 #[test]
+fn rto_bounds_and_initial_window_are_per_host() {
+    // A host of 2010 (RFC 2988's 3 s initial RTO): the lost SYN waits 3 s, not 1 s.
+    let mut pipe = Pipe::lan();
+    pipe.rate_bps = None;
+    let era = || {
+        let (mut r, mut w) = configs(7);
+        for h in [&mut r, &mut w] {
+            h.initial_rto = Duration::from_secs(3);
+            h.initial_window = 4380;
+        }
+        (r, w)
+    };
+    let (r, w) = era();
+    let mut net = Net::new(pipe, r, w);
+    net.drop = Some(Box::new(|side, index, _| side == Side::Rider && index == 0));
+    net.start(FlowId(1), Dir::Down, Some(1000));
+    assert!(net.run_flows(secs(10.0)));
+    assert_eq!(net.fct(FlowId(1)), Some(Duration::from_millis(3080)));
+
+    // The initial window: 14,600 bytes cross in the first round trip with today's 10 segments;
+    // with RFC 3390's 4,380 they need two more (4,380, then about 8,760 after slow start).
+    let fct = |(r, w): (HostConfig, HostConfig)| {
+        let mut net = Net::new(pipe, r, w);
+        net.start(FlowId(1), Dir::Down, Some(14_000));
+        assert!(net.run_flows(secs(10.0)));
+        net.fct(FlowId(1)).expect("completes")
+    };
+    let (today, then) = (fct(configs(7)), fct(era()));
+    assert_eq!(today, Duration::from_millis(80), "handshake plus one trip");
+    assert!(then >= today + Duration::from_millis(80), "two more round trips: {then:?}");
+}
+
+#[test]
 fn fifty_concurrent_short_flows_all_complete() {
     let mut net = Net::with_pipe(Pipe::lan());
     for i in 0..50u64 {

@@ -35,6 +35,9 @@ pub(super) trait Controller {
 
     /// Set the maximum segment size.
     fn set_mss(&mut self, mss: usize) {}
+
+    /// braid: set the window a connection starts with (`Socket::set_initial_window`).
+    fn set_initial_window(&mut self, bytes: usize) {}
 }
 
 #[derive(Debug)]

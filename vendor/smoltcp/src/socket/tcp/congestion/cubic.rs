@@ -239,6 +239,14 @@ impl Controller for Cubic {
         self.recompute_k();
     }
 
+    // braid: see `Socket::set_initial_window`.
+    fn set_initial_window(&mut self, bytes: usize) {
+        let bytes = bytes.max(1);
+        self.cwnd = bytes;
+        self.w_est = bytes as f64;
+        self.cwnd_prior = bytes;
+    }
+
     fn set_remote_window(&mut self, remote_window: usize) {
         if self.rwnd < remote_window {
             self.rwnd = remote_window;

@@ -107,6 +107,11 @@ impl Controller for Reno {
         self.mss = mss;
     }
 
+    // braid: see `Socket::set_initial_window`.
+    fn set_initial_window(&mut self, bytes: usize) {
+        self.cwnd = bytes.max(1);
+    }
+
     fn set_remote_window(&mut self, remote_window: usize) {
         if self.rwnd < remote_window {
             self.rwnd = remote_window;
