@@ -211,7 +211,7 @@ impl Client {
                 }
                 None => tracing::trace!("no session yet: passenger packet dropped"),
             },
-            Input::Datagram { uplink, from, data, .. } => {
+            Input::Datagram { uplink, from, data, at } => {
                 let Some(up) = self.uplinks.get(uplink) else { return true };
                 let id = up.id;
                 match Header::parse(&data) {
@@ -222,10 +222,12 @@ impl Client {
                             self.rejected.count(Reject::UnknownSession);
                             return true;
                         };
+                        // The engine gets the kernel's receive time (its estimators time
+                        // arrivals); the crypto layer's timers run on the loop's now.
                         if let Err(r) = k.channel.open(now, &data, &mut self.scratch) {
                             self.rejected.count(r);
                             tracing::trace!(%from, reason = %r, "datagram rejected");
-                        } else if let Err(e) = k.session.handle_datagram(now, Some(id), from, &self.scratch) {
+                        } else if let Err(e) = k.session.handle_datagram(at, Some(id), from, &self.scratch) {
                             self.garbage += 1;
                             tracing::debug!(%from, error = %e, "authentic datagram refused by the engine");
                         }
@@ -396,15 +398,17 @@ impl Client {
                 continue;
             }
             up.close();
-            match uplink::bind_to_interface(&up.cfg.interface) {
-                Ok(sock) => {
+            let bound = uplink::bind_to_interface(&up.cfg.interface)
+                .and_then(|sock| uplink::BatchReceiver::new(&sock).map(|rx| (sock, rx)));
+            match bound {
+                Ok((sock, rx)) => {
                     let sock = Arc::new(sock);
                     up.generation += 1;
-                    up.reader = Some(uplink::spawn_reader(sock.clone(), i, self.tx.clone()));
+                    up.reader = Some(uplink::spawn_reader(sock.clone(), rx, self.clock, i, self.tx.clone()));
                     up.socket = Some(sock);
                     tracing::info!(addrs = ?new.addrs, generation = up.generation, "uplink socket bound");
                 }
-                Err(e) => tracing::warn!(error = %e, "cannot bind the uplink socket; will retry on the next change"),
+                Err(e) => tracing::warn!(error = %e, "cannot set up the uplink socket; will retry on the next change"),
             }
         }
     }
