@@ -343,10 +343,14 @@ impl Client {
 
     /// Writes out everything the session has to send and deliver. True if anything went out.
     async fn flush(&mut self) -> bool {
-        let now = self.clock.now();
         let mut any = false;
         let Some(k) = self.keyed.as_mut() else { return false };
-        while let Some(t) = k.session.poll_transmit(now, &mut self.buf) {
+        // The clock is read per datagram: the engine stamps each one with `now` and the peer's
+        // estimators compare the span of those stamps with the span of the arrivals (PluriBus
+        // 5.2's send rate). One `now` for a whole flush, which takes a while when many datagrams
+        // go out, squeezes the stamps together, so the link looks outpaced by its sender and its
+        // capacity estimate falls, and min-delay then leaves it idle.
+        while let Some(t) = k.session.poll_transmit(self.clock.now(), &mut self.buf) {
             any = true;
             let dest = t.destination.unwrap_or(self.server);
             let sock = self.uplinks.get(usize::from(t.link.0)).and_then(|u| u.socket.clone());

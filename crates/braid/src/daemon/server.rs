@@ -403,10 +403,10 @@ impl Server {
     }
 
     async fn flush(&mut self, id: u32) -> bool {
-        let now = self.clock.now();
         let Some(v) = self.sessions.get_mut(&id) else { return false };
         let mut any = false;
-        while let Some(t) = v.session.poll_transmit(now, &mut self.buf) {
+        // The clock is read per datagram, as on the client (`Client::flush` says why).
+        while let Some(t) = v.session.poll_transmit(self.clock.now(), &mut self.buf) {
             any = true;
             let Some(dest) = t.destination else { continue };
             let Ok(n) = v.channel.seal(&mut self.buf, t.len) else {
