@@ -68,6 +68,8 @@ struct Server {
     /// Passenger addresses seen coming out of each session: where the TUN's packets go back to.
     routes: HashMap<IpAddr, u32>,
     sock: Arc<UdpSocket>,
+    /// Datagrams waiting to leave together (GSO).
+    batch: uplink::GsoBatch,
     tun: Arc<AsyncDevice>,
     buf: Vec<u8>,
     counters: Counters,
@@ -103,6 +105,7 @@ async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
     let hs_dropped = Arc::new(AtomicU64::new(0));
     let sock = Arc::new(uplink::listen(cfg.listen).with_context(|| format!("listen: cannot bind {}", cfg.listen))?);
     let receiver = uplink::BatchReceiver::new(&sock).context("listen: setting up batched receive")?;
+    let batch = uplink::GsoBatch::new(&sock).context("listen: setting up batched send")?;
     let clock = Clock::new();
     let tun = tun::open(&cfg.tun, mtu)?;
     tun::spawn_reader(tun.clone(), mtu, tx.clone());
@@ -121,6 +124,7 @@ async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
         clock,
         sessions: HashMap::new(),
         routes: HashMap::new(),
+        batch,
         sock,
         tun,
         buf,
@@ -414,9 +418,12 @@ impl Server {
                 self.counters.send_errors += 1;
                 continue;
             };
-            if self.sock.send_to(&self.buf[..n], dest).await.is_err() {
+            if self.batch.push(&self.sock, dest, &self.buf[..n]).await.is_err() {
                 self.counters.send_errors += 1;
             }
+        }
+        if self.batch.finish(&self.sock).await.is_err() {
+            self.counters.send_errors += 1;
         }
         while let Some(p) = v.session.poll_deliver() {
             any = true;

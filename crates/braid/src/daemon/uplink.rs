@@ -134,6 +134,88 @@ impl BatchReceiver {
     }
 }
 
+/// Batched sending (quinn-udp): consecutive datagrams of one size to one destination are
+/// collected and leave in one `sendmsg` with UDP GSO where the kernel has it (one datagram per
+/// call otherwise). A shorter datagram may end a batch, as GSO allows. Call [`GsoBatch::finish`]
+/// before waiting for more input, so nothing is held back.
+///
+/// A datagram waits in a batch only while the rest of it is built (at most 64 datagrams, a few
+/// microseconds each in a release build), so its stamp, taken when it was built, is that much
+/// older than its departure. The segments leave back to back, as single sends in a loop did;
+/// on a real uplink the bottleneck spaces them and the peer measures its rate from that. Over a
+/// veth pair nothing spaces them: the batch reaches the peer's socket as one buffer with one
+/// kernel timestamp, so there the peer sees no dispersion and its capacity estimate is only the
+/// rate it was offered (measured: 7-15 Mbit/s under a 20 Mbit/s load, against hundreds without
+/// GSO). Turning GRO off would not change that: the kernel segments such a buffer on delivery,
+/// every segment with the buffer's timestamp.
+pub struct GsoBatch {
+    state: quinn_udp::UdpSocketState,
+    buf: Vec<u8>,
+    segment: usize,
+    count: usize,
+    dest: Option<SocketAddr>,
+    closed: bool,
+}
+
+/// Most bytes in one GSO send: the UDP length field's limit, less the headers.
+const GSO_BYTES_MAX: usize = 65_000;
+
+impl GsoBatch {
+    /// A batch for datagrams sent through `sock`.
+    pub fn new(sock: &UdpSocket) -> io::Result<Self> {
+        let state = quinn_udp::UdpSocketState::new(sock.into())?;
+        Ok(GsoBatch { state, buf: Vec::with_capacity(GSO_BYTES_MAX), segment: 0, count: 0, dest: None, closed: false })
+    }
+
+    /// Adds a datagram for `dest`, first sending what is batched if it cannot join it. Errors
+    /// are those of a send that failed (the datagrams of that batch are lost, as one would be).
+    pub async fn push(&mut self, sock: &UdpSocket, dest: SocketAddr, datagram: &[u8]) -> io::Result<()> {
+        let fits = self.dest == Some(dest)
+            && !self.closed
+            && self.segment > 0
+            && datagram.len() <= self.segment
+            && self.count < self.state.max_gso_segments()
+            && self.buf.len() + datagram.len() <= GSO_BYTES_MAX;
+        let mut result = Ok(());
+        if !fits {
+            result = self.finish(sock).await;
+            self.dest = Some(dest);
+            self.segment = datagram.len();
+        }
+        // A datagram shorter than the segment size must be the last of its batch.
+        self.closed = datagram.len() < self.segment;
+        self.buf.extend_from_slice(datagram);
+        self.count += 1;
+        result
+    }
+
+    /// Sends what is batched.
+    pub async fn finish(&mut self, sock: &UdpSocket) -> io::Result<()> {
+        let Some(dest) = self.dest.take() else { return Ok(()) };
+        let transmit = quinn_udp::Transmit {
+            destination: dest,
+            ecn: None,
+            contents: &self.buf,
+            segment_size: (self.count > 1).then_some(self.segment),
+            src_ip: None,
+        };
+        let state = &self.state;
+        let result = loop {
+            if let Err(e) = sock.writable().await {
+                break Err(e);
+            }
+            match sock.try_io(tokio::io::Interest::WRITABLE, || state.try_send(sock.into(), &transmit)) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                r => break r,
+            }
+        };
+        self.buf.clear();
+        self.count = 0;
+        self.closed = false;
+        result
+    }
+}
+
 /// Reads datagrams from `sock` in batches and hands them to the loop, tagged with the uplink
 /// index. Aborted through the handle when the socket is replaced.
 pub fn spawn_reader(
@@ -179,6 +261,41 @@ mod tests {
         assert_eq!(split(&buf, 4), [&buf[0..4], &buf[4..8], &buf[8..10]]);
         assert_eq!(split(&buf, 5), [&buf[0..5], &buf[5..10]]);
         assert_eq!(split(&buf, 1).len(), 10);
+    }
+
+    /// Datagrams pushed through a [`GsoBatch`] arrive through a [`BatchReceiver`] intact and in
+    /// order: runs of one size leave together (GSO, where the kernel has it; on loopback the
+    /// batch reaches the socket as one GRO buffer), a shorter one ends a run, a change of size
+    /// or destination starts a new one.
+    #[tokio::test]
+    async fn batched_sends_arrive_intact_and_in_order() {
+        let bind = || {
+            let s = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+            s.set_nonblocking(true).expect("nonblocking");
+            UdpSocket::from_std(s).expect("tokio socket")
+        };
+        let (tx, rx, other) = (bind(), bind(), bind());
+        let (to, elsewhere) = (rx.local_addr().expect("addr"), other.local_addr().expect("addr"));
+        let mut batch = GsoBatch::new(&tx).expect("batch");
+        let mut receiver = BatchReceiver::new(&rx).expect("receiver");
+        let sizes = [1200, 1200, 1200, 1200, 700, 1200, 1200, 90, 90, 1200];
+        let datagram = |i: usize| vec![i as u8; sizes[i]];
+        for i in 0..sizes.len() {
+            let dest = if i == 8 { elsewhere } else { to };
+            batch.push(&tx, dest, &datagram(i)).await.expect("push");
+        }
+        batch.finish(&tx).await.expect("finish");
+        let clock = Clock::new();
+        let mut got = Vec::new();
+        while got.len() < sizes.len() - 1 {
+            tokio::time::timeout(std::time::Duration::from_secs(5), receiver.recv(&rx, &clock, &mut got))
+                .await
+                .expect("datagrams within 5 s")
+                .expect("recv");
+        }
+        let want: Vec<Vec<u8>> = (0..sizes.len()).filter(|&i| i != 8).map(datagram).collect();
+        let got: Vec<Vec<u8>> = got.iter().map(|r| r.data.to_vec()).collect();
+        assert_eq!(got, want);
     }
 
     #[test]
