@@ -4,10 +4,16 @@
 # "none" and "oec", AES-256-GCM with "none"), and through wireguard-go. Prints throughput, CPU seconds per second of the two tunnel processes, CPU per
 # Gbit/s and the ratio to wireguard-go. Needs root, iperf3, wireguard-go, wireguard-tools
 # (apt-get install iperf3 wireguard-go wireguard-tools).
-#   scripts/bench-daemon.sh [SECONDS]
+#   scripts/bench-daemon.sh [SECONDS] [ROUNDS]
+#   BASELINE=/path/to/older/braid scripts/bench-daemon.sh 8 2   # also that binary, same run
+# ROUNDS repeats every measurement, interleaved, so a noisy machine shows as a spread between
+# rounds rather than as a difference between tunnels; rows are labelled r<round>.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DUR=${1:-8}
+ROUNDS=${2:-1}
+BASELINE=${BASELINE:-}
+[ -z "$BASELINE" ] || [ -x "$BASELINE" ] || { echo "bench-daemon: BASELINE $BASELINE is not an executable" >&2; exit 1; }
 A=bench-van-$$
 B=bench-lan-$$
 TMP=$(mktemp -d)
@@ -55,9 +61,12 @@ PY
 
 RESULTS=()
 braid_keys
+# run_braid SCHEME [CIPHER] [LABEL] [BINARY]
 run_braid() {
-  local scheme=$1 cipher=${2:-chacha20-poly1305} label=${3:-braid-$1}
+  local scheme=$1 cipher=${2:-chacha20-poly1305} label=${3:-braid-$1} own=$BIN
+  BIN=${4:-$BIN}
   braid_up "$scheme" "$cipher" bench || echo "bench-daemon: braid tunnel not up" >&2
+  BIN=$own
   RESULTS+=("$label $(measure 10.77.0.1 "$BRAID_S" "$BRAID_C")")
   kill "$BRAID_C" "$BRAID_S"; wait "$BRAID_C" "$BRAID_S" 2>/dev/null || true
   sleep 0.5
@@ -77,25 +86,38 @@ run_wg() {
   ip -n "$A" addr add 10.78.0.2/24 dev wga; ip -n "$A" link set wga up
   ip -n "$B" addr add 10.78.0.1/24 dev wgb; ip -n "$B" link set wgb up
   ip netns exec "$A" ping -c 2 -i 0.2 -q 10.78.0.1 >/dev/null || echo "bench-daemon: wireguard tunnel not up" >&2
-  RESULTS+=("wireguard-go $(measure 10.78.0.1 $a $b)")
+  RESULTS+=("${1:-wireguard-go} $(measure 10.78.0.1 $a $b)")
   kill $a $b; wait $a $b 2>/dev/null || true
+  ip -n "$A" link del wga 2>/dev/null || true; ip -n "$B" link del wgb 2>/dev/null || true
 }
 
-run_braid none
-run_braid oec
-run_braid none aes-256-gcm braid-none-aes
-run_wg
+for r in $(seq 1 "$ROUNDS"); do
+  p=""; [ "$ROUNDS" = 1 ] || p="r$r-"
+  run_braid none chacha20-poly1305 "${p}braid-none"
+  run_braid oec chacha20-poly1305 "${p}braid-oec"
+  run_braid none aes-256-gcm "${p}braid-none-aes"
+  if [ -n "$BASELINE" ]; then
+    run_braid none chacha20-poly1305 "${p}base-none" "$BASELINE"
+    run_braid oec chacha20-poly1305 "${p}base-oec" "$BASELINE"
+    run_braid none aes-256-gcm "${p}base-none-aes" "$BASELINE"
+  fi
+  run_wg "${p}wireguard-go"
+done
 
 python3 - "${RESULTS[@]}" <<'PY'
-import sys
+import re, sys
 rows = [r.split() for r in sys.argv[1:]]
 rows = [(n, float(g), float(c)) for n, g, c in rows]
-wg = next((r for r in rows if r[0] == "wireguard-go"), None)
-wg_cpg = wg[2] / wg[1] if wg and wg[1] > 0 else None
-print(f"{'tunnel':<15} {'Gbit/s':>8} {'CPU s/s':>8} {'CPU s per Gbit':>15} {'tput/wg':>8} {'CPU per Gbit / wg':>18}")
+# Each row against wireguard-go of its own round (the row whose label ends so and shares its prefix).
+def wg_of(name):
+    prefix = re.match(r"(r\d+-)?", name).group(0)
+    return next((r for r in rows if r[0] == prefix + "wireguard-go"), None)
+print(f"{'tunnel':<18} {'Gbit/s':>8} {'CPU s/s':>8} {'CPU s per Gbit':>15} {'tput/wg':>8} {'CPU per Gbit / wg':>18}")
 for n, g, c in rows:
+    wg = wg_of(n)
+    wg_cpg = wg[2] / wg[1] if wg and wg[1] > 0 else None
     cpg = c / g if g > 0 else float("nan")
     rt = g / wg[1] if wg and wg[1] > 0 else float("nan")
     rc = cpg / wg_cpg if wg_cpg else float("nan")
-    print(f"{n:<15} {g:>8.3f} {c:>8.2f} {cpg:>15.2f} {rt:>8.2f} {rc:>18.2f}")
+    print(f"{n:<18} {g:>8.3f} {c:>8.2f} {cpg:>15.2f} {rt:>8.2f} {rc:>18.2f}")
 PY

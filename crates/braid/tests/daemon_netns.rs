@@ -357,9 +357,13 @@ fn tunnel_survives_uplink_changes() {
         );
         assert!(rtt > 0.0 && rtt < 1000.0, "rtt {u}");
         assert!((0.0..=1.0).contains(&loss), "loss {u}");
-        // Both veth uplinks are equally fast and min-delay sends each packet on the one predicted
-        // to deliver first, so one of them may carry almost everything (1-2 % on the other is
-        // typical); what must hold is that both were used at all.
+        // What must hold is that both were used at all. How much the less used one carries is
+        // a coin flip (34-367 packets in 11 of 15 runs, a quarter to a third otherwise): a link's
+        // first capacity estimate comes from whatever trickle it carried before the transfer
+        // (pings, probes; braid-proto link/rx.rs takes any receive rate above "no estimate"),
+        // and min-delay never gives a link estimated at a few kbit/s enough traffic to raise it.
+        // Kernel receive timestamps did not change that; not creating an estimate from a
+        // trickle does.
         assert!(u["data_sent"].as_u64().unwrap_or(0) > 20, "uplink unused: {u}");
     }
     assert!(uplinks(&st)[0]["downs"].as_u64().unwrap_or(0) >= 1, "uplink a never seen down: {st}");

@@ -30,6 +30,8 @@ struct Uplink {
     cfg: UplinkConfig,
     id: LinkId,
     socket: Option<Arc<UdpSocket>>,
+    /// Datagrams waiting to leave together through `socket` (GSO); there whenever `socket` is.
+    batch: Option<uplink::GsoBatch>,
     reader: Option<JoinHandle<()>>,
     generation: u64,
     ifstate: Option<IfState>,
@@ -41,6 +43,20 @@ impl Uplink {
             r.abort();
         }
         self.socket = None;
+        self.batch = None;
+    }
+}
+
+/// Sends what uplink `idx` has batched; 1 if that failed (for the error counter), else 0.
+async fn finish_batch(uplinks: &mut [Uplink], idx: Option<usize>) -> u64 {
+    let Some(up) = idx.and_then(|i| uplinks.get_mut(i)) else { return 0 };
+    let (Some(sock), Some(batch)) = (up.socket.as_ref(), up.batch.as_mut()) else { return 0 };
+    match batch.finish(sock).await {
+        Ok(()) => 0,
+        Err(e) => {
+            tracing::trace!(uplink = %up.cfg.name, error = %e, "send failed");
+            1
+        }
     }
 }
 
@@ -124,6 +140,7 @@ async fn run_async(path: PathBuf, cfg: ClientConfig) -> anyhow::Result<()> {
             cfg: u.clone(),
             id: LinkId(i as u8),
             socket: None,
+            batch: None,
             reader: None,
             generation: 0,
             ifstate: None,
@@ -211,7 +228,7 @@ impl Client {
                 }
                 None => tracing::trace!("no session yet: passenger packet dropped"),
             },
-            Input::Datagram { uplink, from, data, .. } => {
+            Input::Datagram { uplink, from, data, at } => {
                 let Some(up) = self.uplinks.get(uplink) else { return true };
                 let id = up.id;
                 match Header::parse(&data) {
@@ -222,10 +239,12 @@ impl Client {
                             self.rejected.count(Reject::UnknownSession);
                             return true;
                         };
+                        // The engine gets the kernel's receive time (its estimators time
+                        // arrivals); the crypto layer's timers run on the loop's now.
                         if let Err(r) = k.channel.open(now, &data, &mut self.scratch) {
                             self.rejected.count(r);
                             tracing::trace!(%from, reason = %r, "datagram rejected");
-                        } else if let Err(e) = k.session.handle_datagram(now, Some(id), from, &self.scratch) {
+                        } else if let Err(e) = k.session.handle_datagram(at, Some(id), from, &self.scratch) {
                             self.garbage += 1;
                             tracing::debug!(%from, error = %e, "authentic datagram refused by the engine");
                         }
@@ -341,14 +360,28 @@ impl Client {
 
     /// Writes out everything the session has to send and deliver. True if anything went out.
     async fn flush(&mut self) -> bool {
-        let now = self.clock.now();
         let mut any = false;
         let Some(k) = self.keyed.as_mut() else { return false };
-        while let Some(t) = k.session.poll_transmit(now, &mut self.buf) {
+        // Consecutive datagrams on one uplink leave together (GSO); a change of uplink sends
+        // what the previous one batched, and whatever is left goes before the loop waits again.
+        let mut batching: Option<usize> = None;
+        // The clock is read per datagram: the engine stamps each one with `now` and the peer's
+        // estimators compare the span of those stamps with the span of the arrivals (PluriBus
+        // 5.2's send rate). One `now` for a whole flush, which takes a while when many datagrams
+        // go out, squeezes the stamps together, so the link can look outpaced by its sender and
+        // its capacity estimate fall.
+        while let Some(t) = k.session.poll_transmit(self.clock.now(), &mut self.buf) {
             any = true;
             let dest = t.destination.unwrap_or(self.server);
-            let sock = self.uplinks.get(usize::from(t.link.0)).and_then(|u| u.socket.clone());
-            let Some(sock) = sock else {
+            let idx = usize::from(t.link.0);
+            if batching.is_some_and(|b| b != idx) {
+                self.send_errors += finish_batch(&mut self.uplinks, batching.take()).await;
+            }
+            let Some(up) = self.uplinks.get_mut(idx) else {
+                self.send_errors += 1;
+                continue;
+            };
+            let (Some(sock), Some(batch)) = (up.socket.as_ref(), up.batch.as_mut()) else {
                 // The interface is gone: the datagram is lost like on a dead modem, and the engine
                 // moves the data elsewhere once it notices.
                 self.send_errors += 1;
@@ -359,11 +392,13 @@ impl Client {
                 self.send_errors += 1;
                 continue;
             };
-            if let Err(e) = sock.send_to(&self.buf[..n], dest).await {
+            batching = Some(idx);
+            if let Err(e) = batch.push(sock, dest, &self.buf[..n]).await {
                 self.send_errors += 1;
                 tracing::trace!(link = %t.link, error = %e, "send failed");
             }
         }
+        self.send_errors += finish_batch(&mut self.uplinks, batching).await;
         while let Some(p) = k.session.poll_deliver() {
             any = true;
             deliver(&self.tun, &p).await;
@@ -396,15 +431,21 @@ impl Client {
                 continue;
             }
             up.close();
-            match uplink::bind_to_interface(&up.cfg.interface) {
-                Ok(sock) => {
+            let bound = uplink::bind_to_interface(&up.cfg.interface).and_then(|sock| {
+                let rx = uplink::BatchReceiver::new(&sock)?;
+                let batch = uplink::GsoBatch::new(&sock)?;
+                Ok((sock, rx, batch))
+            });
+            match bound {
+                Ok((sock, rx, batch)) => {
                     let sock = Arc::new(sock);
                     up.generation += 1;
-                    up.reader = Some(uplink::spawn_reader(sock.clone(), i, self.tx.clone()));
+                    up.reader = Some(uplink::spawn_reader(sock.clone(), rx, self.clock, i, self.tx.clone()));
+                    up.batch = Some(batch);
                     up.socket = Some(sock);
                     tracing::info!(addrs = ?new.addrs, generation = up.generation, "uplink socket bound");
                 }
-                Err(e) => tracing::warn!(error = %e, "cannot bind the uplink socket; will retry on the next change"),
+                Err(e) => tracing::warn!(error = %e, "cannot set up the uplink socket; will retry on the next change"),
             }
         }
     }

@@ -19,6 +19,7 @@ pub mod uplink;
 
 use bytes::Bytes;
 use std::net::SocketAddr;
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 /// Converts between the monotonic clock and braid-proto's microsecond [`braid_proto::Instant`].
@@ -38,6 +39,16 @@ impl Clock {
         braid_proto::Instant::from_micros(self.origin.elapsed().as_micros() as u64)
     }
 
+    /// The engine's now and the wall clock (`CLOCK_REALTIME`, since the Unix epoch) read together:
+    /// the reference for turning one batch's kernel receive timestamps into engine instants
+    /// ([`rx_instant`]). Read per batch, so a step of the wall clock affects at most the batch
+    /// that straddles it.
+    pub fn now_and_wall(&self) -> (braid_proto::Instant, Duration) {
+        let now = self.now();
+        let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        (now, wall)
+    }
+
     /// The tokio instant of an engine instant.
     pub fn tokio_instant(&self, t: braid_proto::Instant) -> tokio::time::Instant {
         tokio::time::Instant::from_std(self.origin + std::time::Duration::from_micros(t.as_micros()))
@@ -48,6 +59,23 @@ impl Default for Clock {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// The oldest a kernel receive timestamp may make a datagram. Datagrams wait in the socket
+/// buffer only while the loop is behind, tens of milliseconds at the rates braid runs at; an age
+/// beyond this says the wall clock was stepped between the kernel's stamp and the read.
+pub const MAX_RX_AGE: Duration = Duration::from_secs(1);
+
+/// When a datagram arrived, on the engine's clock: the kernel's receive timestamp `kernel`
+/// (`SO_TIMESTAMPNS`, wall-clock time since the Unix epoch) moved onto the monotonic clock by the
+/// offset between the two clocks read together after the read (`now`, `wall`). The engine's
+/// receiver estimators (PluriBus 5.2, 5.3) time arrivals, and the read time of a busy loop adds
+/// its own queueing to every datagram; the kernel's time does not. Clamped to `now` at the
+/// latest (a wall clock stepped back) and to [`MAX_RX_AGE`] before it at the earliest (stepped
+/// forward); `now` when the kernel gave no timestamp.
+pub fn rx_instant(kernel: Option<Duration>, now: braid_proto::Instant, wall: Duration) -> braid_proto::Instant {
+    let Some(kernel) = kernel else { return now };
+    now.saturating_sub(wall.saturating_sub(kernel).min(MAX_RX_AGE))
 }
 
 /// Something for the daemon's loop to handle.
@@ -63,6 +91,8 @@ pub enum Input {
         from: SocketAddr,
         /// Its bytes.
         data: Bytes,
+        /// When the kernel received it ([`rx_instant`]).
+        at: braid_proto::Instant,
     },
     /// A control request and where to answer it.
     Control(control::Request, oneshot::Sender<control::Response>),
@@ -114,4 +144,39 @@ pub(crate) fn queued_batch(first: Option<Input>, rx: &mut mpsc::Receiver<Input>)
 /// and the work is one loop plus reader tasks.
 pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use braid_proto::Instant;
+
+    #[test]
+    fn kernel_timestamp_moves_onto_the_engine_clock() {
+        let now = Instant::from_secs_f64(100.0);
+        let wall = Duration::from_secs(1_700_000_000) + Duration::from_nanos(500_000_000);
+        let ago = |d: Duration| rx_instant(Some(wall - d), now, wall);
+        assert_eq!(ago(Duration::ZERO), now);
+        assert_eq!(ago(Duration::from_micros(350)), Instant::from_micros(100_000_000 - 350));
+        // The age is cut to whole microseconds, the engine's resolution.
+        assert_eq!(ago(Duration::from_nanos(1_999)), Instant::from_micros(100_000_000 - 1));
+        assert_eq!(ago(Duration::from_millis(999)), Instant::from_micros(99_001_000));
+    }
+
+    #[test]
+    fn kernel_timestamp_is_clamped_and_optional() {
+        let now = Instant::from_secs_f64(100.0);
+        let wall = Duration::from_secs(1_700_000_000);
+        assert_eq!(rx_instant(None, now, wall), now, "no timestamp: the read time");
+        // The wall clock stepped back after the kernel stamped it: not in the future.
+        assert_eq!(rx_instant(Some(wall + Duration::from_secs(5)), now, wall), now);
+        // Stepped forward, or a bogus stamp (the epoch): no more than MAX_RX_AGE old.
+        assert_eq!(rx_instant(Some(wall - Duration::from_secs(30)), now, wall), Instant::from_secs_f64(99.0));
+        assert_eq!(rx_instant(Some(Duration::ZERO), now, wall), Instant::from_secs_f64(99.0));
+        // Never before the engine's origin, right after start.
+        let early = Instant::from_micros(200);
+        assert_eq!(rx_instant(Some(wall - Duration::from_millis(3)), early, wall), Instant::ZERO);
+        // A wall clock before the epoch reads as zero: every stamp is then "in the future".
+        assert_eq!(rx_instant(Some(wall), now, Duration::ZERO), now);
+    }
 }

@@ -20,7 +20,6 @@ use braid_proto::crypto::{
 };
 use braid_proto::wire::{Header, PacketType};
 use braid_proto::{RecoveryKind, Role, SchedulerKind, Session, SessionConfig};
-use bytes::Bytes;
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
@@ -69,6 +68,8 @@ struct Server {
     /// Passenger addresses seen coming out of each session: where the TUN's packets go back to.
     routes: HashMap<IpAddr, u32>,
     sock: Arc<UdpSocket>,
+    /// Datagrams waiting to leave together (GSO).
+    batch: uplink::GsoBatch,
     tun: Arc<AsyncDevice>,
     buf: Vec<u8>,
     counters: Counters,
@@ -103,16 +104,18 @@ async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
     let (hs_tx, hs_rx) = mpsc::channel(HANDSHAKE_QUEUE);
     let hs_dropped = Arc::new(AtomicU64::new(0));
     let sock = Arc::new(uplink::listen(cfg.listen).with_context(|| format!("listen: cannot bind {}", cfg.listen))?);
+    let receiver = uplink::BatchReceiver::new(&sock).context("listen: setting up batched receive")?;
+    let batch = uplink::GsoBatch::new(&sock).context("listen: setting up batched send")?;
+    let clock = Clock::new();
     let tun = tun::open(&cfg.tun, mtu)?;
     tun::spawn_reader(tun.clone(), mtu, tx.clone());
-    spawn_reader(sock.clone(), tx.clone(), hs_tx, hs_dropped.clone());
+    spawn_reader(sock.clone(), receiver, clock, tx.clone(), hs_tx, hs_dropped.clone());
     let _control = control::spawn(&cfg.control_path(), tx.clone())?;
     if let Some(addr) = cfg.metrics {
         metrics::spawn(addr, tx.clone()).await?;
     }
     spawn_signals(tx).context("installing signal handlers")?;
     tracing::info!(listen = %cfg.listen, mtu, tun = %cfg.tun.name, peers = cfg.peer.len(), "server started");
-    let clock = Clock::new();
     let buf = vec![0u8; usize::from(mtu) + braid_proto::wire::MAX_CARRIER_OVERHEAD + TAG_LEN];
     let mut server = Server {
         cfg,
@@ -121,6 +124,7 @@ async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
         clock,
         sessions: HashMap::new(),
         routes: HashMap::new(),
+        batch,
         sock,
         tun,
         buf,
@@ -142,24 +146,27 @@ async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
 /// counted when it is full), everything else to the loop's input channel.
 fn spawn_reader(
     sock: Arc<UdpSocket>,
+    mut rx: uplink::BatchReceiver,
+    clock: Clock,
     tx: mpsc::Sender<Input>,
     hs_tx: mpsc::Sender<Input>,
     dropped: Arc<AtomicU64>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut buf = vec![0u8; 65536];
+        let mut batch = Vec::with_capacity(quinn_udp::BATCH_SIZE);
         loop {
-            match sock.recv_from(&mut buf).await {
-                Ok((n, from)) => {
-                    let data = Bytes::copy_from_slice(&buf[..n]);
-                    let handshake = Header::parse(&data).is_ok_and(|(h, _)| h.ptype == PacketType::Handshake);
-                    let input = Input::Datagram { uplink: 0, from, data };
-                    if handshake {
-                        if hs_tx.try_send(input).is_err() {
-                            dropped.fetch_add(1, Ordering::Relaxed);
+            match rx.recv(&sock, &clock, &mut batch).await {
+                Ok(()) => {
+                    for uplink::Received { from, data, at } in batch.drain(..) {
+                        let handshake = Header::parse(&data).is_ok_and(|(h, _)| h.ptype == PacketType::Handshake);
+                        let input = Input::Datagram { uplink: 0, from, data, at };
+                        if handshake {
+                            if hs_tx.try_send(input).is_err() {
+                                dropped.fetch_add(1, Ordering::Relaxed);
+                            }
+                        } else if tx.send(input).await.is_err() {
+                            return;
                         }
-                    } else if tx.send(input).await.is_err() {
-                        return;
                     }
                 }
                 Err(e) => {
@@ -257,7 +264,7 @@ impl Server {
                     None => self.counters.unroutable += 1,
                 }
             }
-            Input::Datagram { from, data, .. } => self.handle_datagram(now, from, &data, dirty),
+            Input::Datagram { from, data, at, .. } => self.handle_datagram(now, at, from, &data, dirty),
             Input::Control(req, reply) => {
                 let _ = reply.send(self.control(req));
             }
@@ -268,10 +275,13 @@ impl Server {
         true
     }
 
-    /// A datagram from the socket: a handshake, or a sealed datagram of a session.
+    /// A datagram from the socket, received by the kernel at `at`: a handshake, or a sealed
+    /// datagram of a session. The engine gets `at` (its estimators time arrivals); the crypto
+    /// layer's timers and the idle timer run on the loop's `now`.
     fn handle_datagram(
         &mut self,
         now: braid_proto::Instant,
+        at: braid_proto::Instant,
         from: std::net::SocketAddr,
         data: &[u8],
         dirty: &mut HashSet<u32>,
@@ -302,7 +312,7 @@ impl Server {
             return;
         }
         // Authentic: the engine may now follow the uplink to `from`. It counts what it drops.
-        match v.session.handle_datagram(now, None, from, &self.scratch) {
+        match v.session.handle_datagram(at, None, from, &self.scratch) {
             Ok(()) => v.last_rx = now,
             Err(_) => self.counters.garbage += 1,
         }
@@ -401,10 +411,10 @@ impl Server {
     }
 
     async fn flush(&mut self, id: u32) -> bool {
-        let now = self.clock.now();
         let Some(v) = self.sessions.get_mut(&id) else { return false };
         let mut any = false;
-        while let Some(t) = v.session.poll_transmit(now, &mut self.buf) {
+        // The clock is read per datagram, as on the client (`Client::flush` says why).
+        while let Some(t) = v.session.poll_transmit(self.clock.now(), &mut self.buf) {
             any = true;
             let Some(dest) = t.destination else { continue };
             let Ok(n) = v.channel.seal(&mut self.buf, t.len) else {
@@ -412,9 +422,12 @@ impl Server {
                 self.counters.send_errors += 1;
                 continue;
             };
-            if self.sock.send_to(&self.buf[..n], dest).await.is_err() {
+            if self.batch.push(&self.sock, dest, &self.buf[..n]).await.is_err() {
                 self.counters.send_errors += 1;
             }
+        }
+        if self.batch.finish(&self.sock).await.is_err() {
+            self.counters.send_errors += 1;
         }
         while let Some(p) = v.session.poll_deliver() {
             any = true;
