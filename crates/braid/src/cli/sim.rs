@@ -10,10 +10,12 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-/// Arguments of `braid sim`.
-#[derive(Args, Debug)]
-pub struct SimArgs {
-    /// Scenario file (TOML, DESIGN.md 5); without it, the embedded PluriBus bus scenario.
+/// What `braid sim` and `braid testbed` share: the scenario, its runs and seed, and how the
+/// results are shown.
+#[derive(Args, Debug, Default)]
+pub struct ScenarioArgs {
+    /// Scenario file (TOML, DESIGN.md 5); `[[scheme]]` entries may be braid schemes or, for `braid
+    /// testbed`, `peer = "plain" | "mptcp" | "kcptun"`. Without it, the embedded PluriBus bus.
     pub file: Option<PathBuf>,
     /// Print one JSON object (DESIGN.md 6) instead of the table.
     #[arg(long)]
@@ -21,18 +23,44 @@ pub struct SimArgs {
     /// Also write CSV files and plots (SVG and PNG) into this directory.
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Independent runs per scheme (overrides the file).
+    /// Independent runs per scheme or contender (overrides the file).
     #[arg(long)]
     pub runs: Option<u32>,
     /// Seed of the first run (overrides the file).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Parallel jobs (default: all cores).
-    #[arg(long)]
-    pub jobs: Option<usize>,
     /// Also print the per-link table.
     #[arg(short, long)]
     pub verbose: bool,
+}
+
+impl ScenarioArgs {
+    /// The scenario file, or the embedded bus.
+    pub fn scenario(&self) -> anyhow::Result<Scenario> {
+        match &self.file {
+            Some(f) => Scenario::from_file(f).with_context(|| format!("scenario {}", f.display())),
+            None => Ok(Scenario::default_bus()),
+        }
+    }
+
+    /// Prints the report as asked (table or JSON) and writes the CSV files and plots if asked.
+    pub fn show(&self, report: &SimReport) -> anyhow::Result<()> {
+        print_report(report, self.json, self.verbose);
+        if let Some(dir) = &self.out {
+            write_outputs(report, dir)?;
+        }
+        Ok(())
+    }
+}
+
+/// Arguments of `braid sim`.
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    /// Parallel jobs (default: all cores).
+    #[arg(long)]
+    pub jobs: Option<usize>,
 }
 
 /// Arguments of `braid demo`.
@@ -54,10 +82,7 @@ pub struct DemoArgs {
 
 /// Runs `braid sim`.
 pub fn sim(a: SimArgs) -> anyhow::Result<()> {
-    let mut scenario = match &a.file {
-        Some(f) => Scenario::from_file(f).with_context(|| format!("scenario {}", f.display()))?,
-        None => Scenario::default_bus(),
-    };
+    let mut scenario = a.scenario.scenario()?;
     // A testbed scenario lists real-kernel peers beside braid's schemes: simulate braid's.
     let peers: Vec<String> =
         scenario.schemes.iter().filter(|s| matches!(s.kind, SchemeKind::Peer(_))).map(|s| s.name.clone()).collect();
@@ -69,12 +94,9 @@ pub fn sim(a: SimArgs) -> anyhow::Result<()> {
         );
         eprintln!("braid sim: skipping {} (real-kernel peers run only on `braid testbed`)", peers.join(", "));
     }
-    let report = run_with_progress(&scenario, &RunOptions { runs: a.runs, seed: a.seed, jobs: a.jobs }, a.json)?;
-    print_report(&report, a.json, a.verbose);
-    if let Some(dir) = &a.out {
-        write_outputs(&report, dir)?;
-    }
-    Ok(())
+    let s = &a.scenario;
+    let report = run_with_progress(&scenario, &RunOptions { runs: s.runs, seed: s.seed, jobs: a.jobs }, s.json)?;
+    s.show(&report)
 }
 
 /// Runs `braid demo`: the embedded bus on the real-kernel testbed when this machine can run it

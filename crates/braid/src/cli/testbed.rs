@@ -1,6 +1,7 @@
 //! `braid testbed`: a scenario's contenders on real kernels over emulated links; and the demo's
 //! testbed half.
 
+use super::sim::ScenarioArgs;
 use anyhow::Context;
 use braid_sim::results::SimReport;
 use braid_sim::scenario::{Peer, Scenario, SchemeKind, SchemeSpec, TcpSpec};
@@ -14,21 +15,8 @@ use std::time::Duration;
 /// Arguments of `braid testbed`.
 #[derive(Args, Debug)]
 pub struct TestbedArgs {
-    /// Scenario file (the same as `braid sim`'s); `[[scheme]]` entries may be braid schemes or
-    /// `peer = "plain" | "mptcp" | "kcptun"`. Without it, the embedded bus scenario.
-    pub file: Option<PathBuf>,
-    /// Print one JSON object (DESIGN.md 6) instead of the table.
-    #[arg(long)]
-    pub json: bool,
-    /// Also write CSV files and plots into this directory.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Runs per contender (overrides the file).
-    #[arg(long)]
-    pub runs: Option<u32>,
-    /// Seed of the first run (overrides the file).
-    #[arg(long)]
-    pub seed: Option<u64>,
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
     /// Seconds of workload per run (overrides the file's `duration_s`; the testbed runs in real
     /// time).
     #[arg(long)]
@@ -40,9 +28,6 @@ pub struct TestbedArgs {
     /// directory removed on success).
     #[arg(long)]
     pub keep: Option<PathBuf>,
-    /// Also print the per-link table.
-    #[arg(short, long)]
-    pub verbose: bool,
     /// Instead of a scenario, measure the emulator's accuracy (delay, rate, loss) and exit non-zero
     /// if a target is missed.
     #[arg(long, conflicts_with = "file")]
@@ -67,29 +52,22 @@ pub fn testbed(a: TestbedArgs) -> anyhow::Result<()> {
     if a.accuracy {
         return run_accuracy(&a);
     }
-    let scenario = match &a.file {
-        Some(f) => Scenario::from_file(f).with_context(|| format!("scenario {}", f.display()))?,
-        None => Scenario::default_bus(),
-    };
+    let scenario = a.scenario.scenario()?;
     if scenario.tcp != TcpSpec::default() {
         eprintln!(
             "braid testbed: [tcp] of {} is for the simulator's hosts; the testbed's hosts run this kernel's TCP",
             scenario.name
         );
     }
-    let report = run(&scenario, &a, a.json)?;
-    super::sim::print_report(&report, a.json, a.verbose);
-    if let Some(dir) = &a.out {
-        super::sim::write_outputs(&report, dir)?;
-    }
-    Ok(())
+    let report = run(&scenario, &a, a.scenario.json)?;
+    a.scenario.show(&report)
 }
 
 fn run(scenario: &Scenario, a: &TestbedArgs, quiet: bool) -> anyhow::Result<SimReport> {
     let dir = work_dir(&a.keep);
     let opts = TestbedOptions {
-        runs: a.runs,
-        seed: a.seed,
+        runs: a.scenario.runs,
+        seed: a.scenario.seed,
         duration: a.duration_s.map(Duration::from_secs),
         jobs: a.jobs,
         braid_bin: std::env::current_exe().context("locating the braid binary")?,
@@ -130,7 +108,7 @@ fn run_accuracy(a: &TestbedArgs) -> anyhow::Result<()> {
     if a.keep.is_none() {
         let _ = std::fs::remove_dir_all(&dir);
     }
-    if a.json {
+    if a.scenario.json {
         let rows: Vec<_> = checks
             .iter()
             .map(|c| {
@@ -190,18 +168,11 @@ pub fn demo(runs: u32, duration_s: u64) -> Result<anyhow::Result<()>, String> {
          plain TCP on the best uplink, kernel MPTCP and braid oec side by side, {runs} runs of {duration_s} s in real time"
     );
     let args = TestbedArgs {
-        file: None,
-        json: false,
-        out: None,
-        runs: Some(runs),
-        seed: None,
+        scenario: ScenarioArgs { runs: Some(runs), ..ScenarioArgs::default() },
         duration_s: Some(duration_s),
         jobs: None,
         keep: None,
-        verbose: false,
         accuracy: false,
     };
-    Ok(run(&scenario, &args, false).map(|report| {
-        super::sim::print_report(&report, false, false);
-    }))
+    Ok(run(&scenario, &args, false).and_then(|report| args.scenario.show(&report)))
 }
