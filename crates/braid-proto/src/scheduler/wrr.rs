@@ -1,10 +1,12 @@
 //! `wrr`: weighted round robin over the uplinks (NATALIE II, V).
 //!
-//! Smooth weighted round robin (each link accumulates its weight per packet; the largest total is
-//! picked and pays the sum of all weights), so packets of a flow interleave at the weights' ratio
-//! instead of arriving in runs. Weights come from the operator ([`crate::Session::set_link_weight`],
-//! `braid set weight`) and take effect on the next packet with no reset of the schedule, which is
-//! what NATALIE's run-time weights are for: no disruption to TCP connections in flight.
+//! Smooth weighted round robin counted in bytes: every packet adds its size to the links' credits
+//! in proportion to their weights, the link with the most credit takes it and pays its size. Each
+//! link's share of the *bytes* is its share of the weights, and packets of a flow interleave at
+//! that ratio instead of arriving in runs. Weights come from the operator
+//! ([`crate::Session::set_link_weight`], `braid set weight`) and take effect on the next packet
+//! with no reset of the credits, which is what NATALIE's run-time weights are for: no disruption to
+//! TCP connections in flight.
 //!
 //! `wrr-auto` sets the weights itself every [`AUTO_INTERVAL`] from each link's measured available
 //! bandwidth (the peer's capacity estimate times one minus the loss rate), following NATALIE's rule
@@ -32,6 +34,7 @@ const DELAY_DISPARITY_MAX_US: f64 = 300_000.0;
 #[derive(Debug, Clone, Default)]
 pub struct Wrr {
     auto: bool,
+    /// Byte credit per link (sums to zero over the links seen).
     current: Vec<(LinkId, f64)>,
     auto_weights: Vec<(LinkId, f64)>,
     last_auto: Option<Instant>,
@@ -46,6 +49,14 @@ impl Wrr {
     /// The weights `wrr-auto` last computed.
     pub fn auto_weights(&self) -> &[(LinkId, f64)] {
         &self.auto_weights
+    }
+
+    fn weight(&self, l: &LinkView) -> f64 {
+        if self.auto {
+            self.auto_weights.iter().find(|(id, _)| *id == l.id).map_or(0.0, |(_, w)| *w)
+        } else {
+            f64::from(l.weight)
+        }
     }
 }
 
@@ -86,28 +97,26 @@ impl Scheduler for Wrr {
         SchedulerKind::Wrr { auto: self.auto }
     }
 
-    fn pick(&mut self, now: Instant, _size: usize, links: &[LinkView]) -> LinkId {
+    fn pick(&mut self, now: Instant, size: usize, links: &[LinkView]) -> LinkId {
         if self.auto && self.last_auto.is_none_or(|t| now >= t + AUTO_INTERVAL) {
             self.auto_weights = natalie_weights(links);
             self.last_auto = Some(now);
         }
-        let weight = |l: &LinkView| -> f64 {
-            if self.auto {
-                self.auto_weights.iter().find(|(id, _)| *id == l.id).map_or(0.0, |(_, w)| *w)
-            } else {
-                f64::from(l.weight)
-            }
-        };
-        let total: f64 = links.iter().map(weight).sum();
+        let total: f64 = links.iter().map(|l| self.weight(l)).sum();
         if total <= 0.0 {
             // Every weight zero (or a link appeared since the last estimate): fall back to the
             // earliest arrival rather than stop.
             return links.iter().min_by_key(|l| (l.arrival_us, l.id)).map_or(LinkId(0), |l| l.id);
         }
-        let mut pick = None;
-        let mut best = f64::NEG_INFINITY;
+        // Credits in bytes, not packets: TCP's segments are not all full-sized (a window update
+        // releases what it releases), and counting packets gave one link of two equal ones about 10 %
+        // more bytes, a standing queue and reordering beyond the sequencing hold. Striping has to
+        // count bytes to split them as the weights say (NATALIE's reference [12], Adiseshu et al.:
+        // surplus round robin).
+        let bytes = size.max(1) as f64;
+        let mut best: Option<(LinkId, f64)> = None;
         for l in links {
-            let w = weight(l);
+            let w = self.weight(l);
             let cur = match self.current.iter_mut().find(|(id, _)| *id == l.id) {
                 Some((_, c)) => c,
                 None => {
@@ -115,15 +124,14 @@ impl Scheduler for Wrr {
                     &mut self.current.last_mut().expect("just pushed").1
                 }
             };
-            *cur += w;
-            if w > 0.0 && *cur > best {
-                best = *cur;
-                pick = Some(l.id);
+            *cur += bytes * w / total;
+            if w > 0.0 && best.is_none_or(|(_, b)| *cur > b) {
+                best = Some((l.id, *cur));
             }
         }
-        let pick = pick.unwrap_or(links[0].id);
+        let pick = best.map_or(links[0].id, |(id, _)| id);
         if let Some((_, c)) = self.current.iter_mut().find(|(id, _)| *id == pick) {
-            *c -= total;
+            *c -= bytes;
         }
         pick
     }
@@ -134,13 +142,20 @@ mod tests {
     use super::super::view;
     use super::*;
 
-    fn shares(s: &mut Wrr, links: &[LinkView], n: usize) -> Vec<usize> {
-        let mut count = vec![0; links.len()];
+    /// Picks `n` packets of `size` bytes, one every millisecond (no two in one burst).
+    fn shares_sized(s: &mut Wrr, links: &[LinkView], n: usize, size: impl Fn(usize) -> usize) -> Vec<usize> {
+        let mut bytes = vec![0; links.len()];
         for i in 0..n {
-            let id = s.pick(Instant::from_millis(i as u64), 1000, links);
-            count[links.iter().position(|l| l.id == id).unwrap()] += 1;
+            let sz = size(i);
+            let id = s.pick(Instant::from_millis(i as u64), sz, links);
+            bytes[links.iter().position(|l| l.id == id).unwrap()] += sz;
         }
-        count
+        bytes
+    }
+
+    /// Packets picked per link, one 1000-byte packet every millisecond.
+    fn shares(s: &mut Wrr, links: &[LinkView], n: usize) -> Vec<usize> {
+        shares_sized(s, links, n, |_| 1000).into_iter().map(|b| b / 1000).collect()
     }
 
     #[test]
@@ -151,7 +166,7 @@ mod tests {
         let mut s = Wrr::new(false);
         assert_eq!(shares(&mut s, &links, 300), vec![200, 100]);
         // Smooth: never more than two in a row on the heavier link at 2:1.
-        let seq: Vec<u8> = (0..12).map(|_| s.pick(Instant::ZERO, 1, &links).0).collect();
+        let seq: Vec<u8> = (0..12).map(|i| s.pick(Instant::from_millis(1000 + i), 1000, &links).0).collect();
         assert!(!seq.windows(3).any(|w| w.iter().all(|&x| x == 0)), "{seq:?}");
     }
 
@@ -164,6 +179,22 @@ mod tests {
         assert_eq!(shares(&mut s, &links, 400), vec![100, 300]);
         links[1].weight = 0;
         assert_eq!(shares(&mut s, &links, 50), vec![50, 0]);
+    }
+
+    #[test]
+    fn equal_weights_split_bytes_equally_when_sizes_alternate() {
+        // Full segments and small ones in turn, as a window-limited TCP sender releases them.
+        // Counting packets sent every large one to link 0 and every small one to link 1.
+        let links = [view(0, 0, 1e6, 0.0), view(1, 0, 1e6, 0.0)];
+        let mut s = Wrr::new(false);
+        let b = shares_sized(&mut s, &links, 1000, |i| if i % 2 == 0 { 1400 } else { 400 });
+        let ratio = b[0] as f64 / b[1] as f64;
+        assert!((ratio - 1.0).abs() < 0.01, "{b:?}");
+        // And 3:1 weights give 3:1 of the bytes.
+        let mut links = links;
+        links[0].weight = 3;
+        let b = shares_sized(&mut Wrr::new(false), &links, 1000, |i| if i % 2 == 0 { 1400 } else { 400 });
+        assert!((b[0] as f64 / b[1] as f64 - 3.0).abs() < 0.03, "{b:?}");
     }
 
     #[test]
