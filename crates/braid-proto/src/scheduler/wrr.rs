@@ -13,6 +13,16 @@
 //! of thumb (section IV-B): weights proportional to bandwidth while the links' loss and delay are
 //! alike; the larger the disparity, the more the best link is favoured; past a limit, the worse
 //! links get nothing.
+//!
+//! Packets that reach the scheduler together (a TCP sender releases two or three segments per
+//! ack) go to one link as a train of up to [`TRAIN_MAX`]. The receiver's capacity estimator
+//! (PluriBus 5.2, `link/rx.rs`) measures a link's drain rate from packets that waited behind the
+//! previous one; PluriBus relies on "the burstiness of data traffic" to create such trains. Split
+//! round robin across links, the bursts never queued on any link, so a link carrying exactly its
+//! weight's share showed no more than that share: when cross traffic left an under-weighted link,
+//! its estimate (and so its weight) stayed where it was (NATALIE Fig. 7: 2.2 Mbit/s on a free
+//! 10 Mbit/s link for the last 10 s of the run). A train's length is bounded and its bytes are
+//! charged to the link's credit, so the shares stay the weights'.
 
 use super::{LinkView, Scheduler, SchedulerKind};
 use crate::link::LinkId;
@@ -21,6 +31,13 @@ use std::time::Duration;
 
 /// How often `wrr-auto` re-estimates its weights.
 pub const AUTO_INTERVAL: Duration = Duration::from_secs(1);
+/// Packets picked within this time of the previous one belong to the same burst of the sender
+/// and stay on its link: a burst of the passenger's TCP reaches braid within microseconds.
+pub const TRAIN_GAP: Duration = Duration::from_micros(100);
+/// Longest train. Three same-burst packets give the receiver's dispersion estimator a queued
+/// pair even at equal sizes (the second packet's delay above the floor equals its gap, the third's
+/// exceeds it); longer trains would only add queueing delay on the slower links.
+pub const TRAIN_MAX: u32 = 3;
 /// Loss disparity (absolute, against the least lossy link) below which a link keeps its full share.
 const LOSS_DISPARITY_OK: f64 = 0.01;
 /// Loss disparity at and beyond which a link gets no data (NATALIE: "avoid using multiple links").
@@ -38,6 +55,8 @@ pub struct Wrr {
     current: Vec<(LinkId, f64)>,
     auto_weights: Vec<(LinkId, f64)>,
     last_auto: Option<Instant>,
+    /// The train being sent: its link, when its last packet was picked, and its length so far.
+    train: Option<(LinkId, Instant, u32)>,
 }
 
 impl Wrr {
@@ -57,6 +76,13 @@ impl Wrr {
         } else {
             f64::from(l.weight)
         }
+    }
+
+    /// The link whose train this packet continues, if any.
+    fn train_link(&self, now: Instant, links: &[LinkView]) -> Option<LinkId> {
+        let (link, at, len) = self.train?;
+        let usable = links.iter().any(|l| l.id == link && self.weight(l) > 0.0);
+        (usable && len < TRAIN_MAX && now <= at + TRAIN_GAP).then_some(link)
     }
 }
 
@@ -114,6 +140,7 @@ impl Scheduler for Wrr {
         // count bytes to split them as the weights say (NATALIE's reference [12], Adiseshu et al.:
         // surplus round robin).
         let bytes = size.max(1) as f64;
+        let train = self.train_link(now, links);
         let mut best: Option<(LinkId, f64)> = None;
         for l in links {
             let w = self.weight(l);
@@ -129,10 +156,12 @@ impl Scheduler for Wrr {
                 best = Some((l.id, *cur));
             }
         }
-        let pick = best.map_or(links[0].id, |(id, _)| id);
+        let pick = train.or(best.map(|(id, _)| id)).unwrap_or(links[0].id);
         if let Some((_, c)) = self.current.iter_mut().find(|(id, _)| *id == pick) {
             *c -= bytes;
         }
+        let len = if train.is_some() { self.train.map_or(1, |(_, _, n)| n + 1) } else { 1 };
+        self.train = Some((pick, now, len));
         pick
     }
 }
@@ -141,6 +170,8 @@ impl Scheduler for Wrr {
 mod tests {
     use super::super::view;
     use super::*;
+    use crate::link::RxEstimator;
+    use crate::seq;
 
     /// Picks `n` packets of `size` bytes, one every millisecond (no two in one burst).
     fn shares_sized(s: &mut Wrr, links: &[LinkView], n: usize, size: impl Fn(usize) -> usize) -> Vec<usize> {
@@ -165,7 +196,8 @@ mod tests {
         links[1].weight = 50;
         let mut s = Wrr::new(false);
         assert_eq!(shares(&mut s, &links, 300), vec![200, 100]);
-        // Smooth: never more than two in a row on the heavier link at 2:1.
+        // Smooth: never more than two in a row on the heavier link at 2:1 (packets 1 ms apart,
+        // so none of them continues a train).
         let seq: Vec<u8> = (0..12).map(|i| s.pick(Instant::from_millis(1000 + i), 1000, &links).0).collect();
         assert!(!seq.windows(3).any(|w| w.iter().all(|&x| x == 0)), "{seq:?}");
     }
@@ -195,6 +227,87 @@ mod tests {
         links[0].weight = 3;
         let b = shares_sized(&mut Wrr::new(false), &links, 1000, |i| if i % 2 == 0 { 1400 } else { 400 });
         assert!((b[0] as f64 / b[1] as f64 - 3.0).abs() < 0.03, "{b:?}");
+    }
+
+    #[test]
+    fn a_burst_goes_to_one_link_as_a_train_and_shares_still_hold() {
+        // 1:4 weights; TCP releases three segments per ack, every 2 ms.
+        let mut links = [view(0, 0, 1e6, 0.0), view(1, 0, 1e6, 0.0)];
+        links[1].weight = 4;
+        let mut s = Wrr::new(false);
+        let mut bytes = [0usize; 2];
+        let mut on_link0_trains = 0;
+        for burst in 0..1000u64 {
+            let at = Instant::from_millis(2 * burst);
+            let picks: Vec<u8> = (0..3).map(|_| s.pick(at, 1000, &links).0).collect();
+            // Every packet of a burst took the link of its first.
+            assert!(picks.iter().all(|&p| p == picks[0]), "burst {burst}: {picks:?}");
+            bytes[picks[0] as usize] += 3000;
+            on_link0_trains += usize::from(picks[0] == 0);
+        }
+        // The under-weighted link gets trains too, and the byte shares are still 1:4.
+        assert!(on_link0_trains > 150, "{on_link0_trains}");
+        assert!((bytes[1] as f64 / bytes[0] as f64 - 4.0).abs() < 0.1, "{bytes:?}");
+    }
+
+    #[test]
+    fn a_long_burst_is_cut_into_trains() {
+        let links = [view(0, 0, 1e6, 0.0), view(1, 0, 1e6, 0.0)];
+        let mut s = Wrr::new(false);
+        let seq: Vec<u8> = (0..12).map(|_| s.pick(Instant::from_millis(10_000), 1000, &links).0).collect();
+        let runs: Vec<usize> = seq.chunk_by(|a, b| a == b).map(<[u8]>::len).collect();
+        assert_eq!(runs, vec![TRAIN_MAX as usize; 4], "{seq:?}");
+    }
+
+    /// Closed-loop model of NATALIE Fig. 7's last phase: link 0's cross traffic leaves at 2 s
+    /// (2 -> 10 Mbit/s), link 1 stays at 10 Mbit/s. The sender is ACK-clocked like TCP: it sends
+    /// as fast as the bottleneck link allows at the current split (`min_i C_i / share_i`), `burst`
+    /// 1250-byte packets at a time. Each link is a FIFO with 10 ms of delay, measured by its own
+    /// receiver-side estimator. Returns link 0's estimate and weight at 2 s + `after_us`.
+    fn freed_link(burst: u64, after_us: u64) -> (f64, f64) {
+        const SIZE: usize = 1250;
+        let true_bps = |i: usize, t: u64| if i == 0 && t < 2_000_000 { 2e6 } else { 10e6 };
+        let mut est = [RxEstimator::new(2e6), RxEstimator::new(10e6)];
+        let mut free = [0u64; 2];
+        let mut sent = [0u64; 2];
+        let mut s = Wrr::new(true);
+        let mut t = 0u64;
+        while t < 2_000_000 + after_us {
+            let links = [view(0, 0, est[0].capacity_bps(), 0.0), view(1, 0, est[1].capacity_bps(), 0.0)];
+            let sum: f64 = links.iter().map(|l| l.capacity_bps).sum();
+            let rate = (0..2).map(|i| true_bps(i, t) * sum / links[i].capacity_bps).fold(f64::INFINITY, f64::min);
+            for _ in 0..burst {
+                let i = s.pick(Instant::from_micros(t), SIZE, &links).0 as usize;
+                let start = t.max(free[i]);
+                free[i] = start + (SIZE as f64 * 8.0 * 1e6 / true_bps(i, start)) as u64;
+                est[i].handle(Instant::from_micros(free[i] + 10_000), seq::truncate(sent[i]), t as u32, SIZE);
+                sent[i] += 1;
+            }
+            t += (burst as f64 * SIZE as f64 * 8.0 * 1e6 / rate) as u64;
+        }
+        (est[0].capacity_bps(), s.auto_weights()[0].1)
+    }
+
+    #[test]
+    fn an_under_weighted_link_gains_weight_soon_after_its_cross_traffic_leaves() {
+        // TCP's bursts of three become trains; the freed link's trains queue behind each other at
+        // 10 Mbit/s, and within 3 s its estimate and weight are the link's new rate.
+        let (cap, weight) = freed_link(3, 3_000_000);
+        assert!(cap > 9e6, "estimate {cap}");
+        assert!(weight > 9e6, "weight {weight}");
+        // A sender without bursts gives no trains: the link carries exactly its old share, never
+        // queues, and nothing shows that it could carry more (the failure this scheduler fixes).
+        let (cap, weight) = freed_link(1, 6_000_000);
+        assert!(cap < 3e6 && weight < 3e6, "estimate {cap}, weight {weight}");
+    }
+
+    #[test]
+    fn a_train_never_continues_on_a_link_whose_weight_became_zero() {
+        let mut links = [view(0, 0, 1e6, 0.0), view(1, 0, 1e6, 0.0)];
+        let mut s = Wrr::new(false);
+        let first = s.pick(Instant::ZERO, 1000, &links);
+        links[first.0 as usize].weight = 0;
+        assert_ne!(s.pick(Instant::ZERO, 1000, &links), first);
     }
 
     #[test]
