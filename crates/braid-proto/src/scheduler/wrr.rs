@@ -29,8 +29,10 @@ use crate::link::LinkId;
 use crate::time::Instant;
 use std::time::Duration;
 
-/// How often `wrr-auto` re-estimates its weights.
-pub const AUTO_INTERVAL: Duration = Duration::from_secs(1);
+/// How often `wrr-auto` re-reads the links' estimates into weights. The estimates themselves are
+/// filtered (PluriBus 5.2: three intervals in a row) and reported every 100 ms, so re-reading them
+/// more often than NATALIE's "every interval" of about a second only cuts the lag after a change.
+pub const AUTO_INTERVAL: Duration = Duration::from_millis(250);
 /// Packets picked within this time of the previous one belong to the same burst of the sender
 /// and stay on its link: a burst of the passenger's TCP reaches braid within microseconds.
 pub const TRAIN_GAP: Duration = Duration::from_micros(100);
@@ -291,8 +293,8 @@ mod tests {
     #[test]
     fn an_under_weighted_link_gains_weight_soon_after_its_cross_traffic_leaves() {
         // TCP's bursts of three become trains; the freed link's trains queue behind each other at
-        // 10 Mbit/s, and within 3 s its estimate and weight are the link's new rate.
-        let (cap, weight) = freed_link(3, 3_000_000);
+        // 10 Mbit/s, and within 2 s its estimate and weight are the link's new rate.
+        let (cap, weight) = freed_link(3, 2_000_000);
         assert!(cap > 9e6, "estimate {cap}");
         assert!(weight > 9e6, "weight {weight}");
         // A sender without bursts gives no trains: the link carries exactly its old share, never
@@ -317,6 +319,20 @@ mod tests {
         let mut s = Wrr::new(true);
         let c = shares(&mut s, &links, 3000);
         assert!((c[0] as f64 / c[1] as f64 - 2.0).abs() < 0.05, "{c:?}");
+    }
+
+    #[test]
+    fn auto_weights_follow_a_changed_estimate_within_300_ms() {
+        let mut links = [view(0, 0, 2e6, 0.0), view(1, 0, 9e6, 0.0)];
+        let mut s = Wrr::new(true);
+        s.pick(Instant::ZERO, 1000, &links);
+        assert!((s.auto_weights()[0].1 - 2e6).abs() < 1.0);
+        // The peer reports a higher estimate; 300 ms later the weight is the new estimate.
+        links[0].capacity_bps = 10e6;
+        for ms in 1..=300 {
+            s.pick(Instant::from_millis(ms), 1000, &links);
+        }
+        assert!((s.auto_weights()[0].1 - 10e6).abs() < 1.0, "{:?}", s.auto_weights());
     }
 
     #[test]
