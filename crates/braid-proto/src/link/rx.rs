@@ -22,8 +22,19 @@ const OWD_GAIN_UP: f64 = 1.0 / 64.0;
 const MIN_BUSY_PAIRS: u32 = 3;
 /// Service time those pairs must span, µs: enough that timer granularity cannot dominate.
 const MIN_BUSY_US: f64 = 2_000.0;
-/// Capacity measurement interval (PluriBus 5.2).
+/// The longest capacity measurement interval, PluriBus 5.2's 500 ms: every interval of a link
+/// estimated at up to 1.5 Mbit/s ([`CAPACITY_INTERVAL_BITS`] in 500 ms) is this long.
 pub const CAPACITY_INTERVAL: Duration = Duration::from_millis(500);
+/// What one capacity interval should carry: PluriBus 5.2's 500 ms at 1.5 Mbit/s, the faster
+/// direction of the WiMax path it measured (its Fig. 6: 1500 and 200 kbit/s). A rate over an interval is as good as the packets in it, and
+/// the estimate moves only after [`CAPACITY_STREAK`] intervals, so a fixed 500 ms made a 10 Mbit/s
+/// link follow a change of cross traffic as slowly as a 1 Mbit/s one: 1.5-2 s of sending at the
+/// old rate, which under `wrr` overfills the slowed link (NATALIE Fig. 7). Faster links close an
+/// interval once this much has had time to drain at the current estimate.
+pub const CAPACITY_INTERVAL_BITS: f64 = 750_000.0;
+/// The shortest capacity interval, whatever the rate: long enough to hold tens of packets at the
+/// rates braid's uplinks have, and to dwarf timer and batching jitter.
+pub const MIN_CAPACITY_INTERVAL: Duration = Duration::from_millis(100);
 /// Consecutive qualifying intervals on one side of the estimate needed to move it (PluriBus 5.2).
 const CAPACITY_STREAK: usize = 3;
 /// An interval counts only if the sender sent at least this fraction of the current estimate: OEC
@@ -190,13 +201,14 @@ impl RxEstimator {
         }
     }
 
-    /// PluriBus 5.2: compare receive and send rates over fixed intervals; intervals where the sender
-    /// sent at least at the current estimate count, and three in a row above (below) it move the
-    /// estimate to their median.
+    /// PluriBus 5.2: compare receive and send rates over intervals (500 ms, shorter on fast links);
+    /// intervals where the sender sent at least at the current estimate count, and three in a row
+    /// above (below) it move the estimate to their median.
     fn update_capacity(&mut self, now: Instant, timestamp: u32, size: usize, newly_lost: u64, queued_us: f64) {
+        let length = self.capacity_interval();
         let iv = &mut self.interval;
         if let Some(start) = iv.start
-            && now - start >= CAPACITY_INTERVAL
+            && now - start >= length
         {
             let done = std::mem::take(iv);
             self.close_interval(&done);
@@ -233,6 +245,18 @@ impl RxEstimator {
         iv.last_send = timestamp;
         iv.last_recv = now;
         iv.queue_us_sum += queued_us;
+    }
+
+    /// How long the current capacity interval lasts: [`CAPACITY_INTERVAL`], or on a link whose
+    /// estimate is above 1.5 Mbit/s the time it takes to carry [`CAPACITY_INTERVAL_BITS`], but at
+    /// least [`MIN_CAPACITY_INTERVAL`].
+    fn capacity_interval(&self) -> Duration {
+        if self.capacity_bps <= 0.0 {
+            return CAPACITY_INTERVAL;
+        }
+        let s = (CAPACITY_INTERVAL_BITS / self.capacity_bps)
+            .clamp(MIN_CAPACITY_INTERVAL.as_secs_f64(), CAPACITY_INTERVAL.as_secs_f64());
+        Duration::from_micros((s * 1e6).round() as u64)
     }
 
     fn close_interval(&mut self, iv: &Interval) {
@@ -483,6 +507,60 @@ mod tests {
         }
         let c = e.capacity_bps();
         assert!((c - 3e6).abs() < 0.15e6, "capacity {c}");
+    }
+
+    #[test]
+    fn capacity_interval_is_pluribus_500_ms_up_to_1_5_mbit_and_shorter_above() {
+        assert_eq!(RxEstimator::new(0.0).capacity_interval(), CAPACITY_INTERVAL);
+        assert_eq!(RxEstimator::new(200e3).capacity_interval(), CAPACITY_INTERVAL);
+        assert_eq!(RxEstimator::new(1.5e6).capacity_interval(), CAPACITY_INTERVAL);
+        assert_eq!(RxEstimator::new(3e6).capacity_interval(), Duration::from_millis(250));
+        assert_eq!(RxEstimator::new(100e6).capacity_interval(), MIN_CAPACITY_INTERVAL);
+    }
+
+    /// Sends 1250-byte packets at `offered_bps` through a FIFO whose rate is `before_bps` until
+    /// `change_us`, then `after_bps`; returns when (µs after the change) the estimate first came
+    /// within 10 % of `after_bps`, if it did before `end_us`.
+    fn follow(
+        est: &mut RxEstimator,
+        offered_bps: f64,
+        before_bps: f64,
+        after_bps: f64,
+        change_us: u64,
+        end_us: u64,
+    ) -> Option<u64> {
+        let size = 1250;
+        let gap = (size as f64 * 8.0 * 1e6 / offered_bps) as u64;
+        let mut link_free = 0u64;
+        let mut i = 0u64;
+        loop {
+            let sent = i * gap;
+            let start = sent.max(link_free);
+            let rate = if start < change_us { before_bps } else { after_bps };
+            link_free = start + (size as f64 * 8.0 * 1e6 / rate) as u64;
+            let arrive = link_free + 10_000;
+            if arrive >= end_us {
+                return None;
+            }
+            est.handle(Instant::from_micros(arrive), seq::truncate(i), sent as u32, size);
+            if arrive > change_us && (est.capacity_bps() - after_bps).abs() <= 0.1 * after_bps {
+                return Some(arrive - change_us);
+            }
+            i += 1;
+        }
+    }
+
+    #[test]
+    fn a_fast_link_follows_a_fall_faster_than_pluribus_intervals_allow() {
+        // 10 Mbit/s, cross traffic takes 7 of them at 2 s; the sender keeps offering 11 Mbit/s.
+        // Three 500 ms intervals, the first of them partly before the fall, take over 1 s.
+        let mut e = RxEstimator::new(10e6);
+        let after = follow(&mut e, 11e6, 10e6, 3e6, 2_000_000, 6_000_000).expect("estimate followed the fall");
+        assert!(after < 600_000, "took {after} µs");
+        // A 1.5 Mbit/s link keeps PluriBus' intervals: the same fall, to 0.45 Mbit/s, takes them.
+        let mut slow = RxEstimator::new(1.5e6);
+        let after = follow(&mut slow, 1.65e6, 1.5e6, 0.45e6, 2_000_000, 8_000_000).expect("estimate followed the fall");
+        assert!(after > 1_000_000, "took {after} µs");
     }
 
     #[test]
