@@ -331,6 +331,8 @@ pub struct BraidCounters {
     pub tun_in: u64,
     /// Passenger packets that left either tunnel end.
     pub delivered: u64,
+    /// Passenger packets either end's AQM dropped (the uplinks were congested).
+    pub aqm_dropped: u64,
     /// Data packets sent (first transmissions), both ends.
     pub data_sent: u64,
     /// Data packets sent again.
@@ -360,6 +362,7 @@ pub fn braid_counters(braid_bin: &Path, control: &(PathBuf, PathBuf)) -> anyhow:
             let n = |k: &str| s[k].as_u64().unwrap_or(0);
             c.tun_in += n("tun_in");
             c.delivered += n("delivered");
+            c.aqm_dropped += n("aqm_dropped");
             c.data_sent += n("data_sent");
             c.resent += n("data_resent");
             c.coded_sent += n("coded_sent");

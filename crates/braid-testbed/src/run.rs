@@ -196,6 +196,7 @@ fn run_one(
         flows: Vec::new(),
         goodput_kbps: None,
         residual_loss: 0.0,
+        aqm_drops: 0.0,
         overhead: 0.0,
         coded_fraction: 0.0,
         recovered: 0,
@@ -245,6 +246,7 @@ fn run_one(
         let c = contender::braid_counters(&opts.braid_bin, ctl)?;
         estimates = c.uplink_estimates.clone();
         r.residual_loss = 1.0 - c.delivered as f64 / c.tun_in.max(1) as f64;
+        r.aqm_drops = c.aqm_dropped as f64 / c.tun_in.max(1) as f64;
         r.coded_fraction = c.coded_sent as f64 / (c.data_sent + c.resent + c.coded_sent).max(1) as f64;
         r.recovered = c.recovered;
         r.resent = c.resent;

@@ -38,7 +38,7 @@ type WriteFile = fn(&SimReport, &mut dyn Write) -> io::Result<()>;
 type ResultColumn = (&'static str, fn(&SchemeResult) -> String);
 
 /// The columns of `results.csv`: every scalar field of [`SchemeResult`] (links are in `links.csv`).
-const RESULT_COLUMNS: [ResultColumn; 25] = [
+const RESULT_COLUMNS: [ResultColumn; 26] = [
     ("scheme", |r| r.scheme.clone()),
     ("sweep_value", |r| opt(r.sweep_value)),
     ("runs", |r| r.runs.to_string()),
@@ -52,6 +52,7 @@ const RESULT_COLUMNS: [ResultColumn; 25] = [
     ("goodput_kbps", |r| opt(r.goodput_kbps)),
     ("goodput_ci95_kbps", |r| opt(r.goodput_ci95_kbps)),
     ("residual_loss", |r| r.residual_loss.to_string()),
+    ("aqm_drops", |r| r.aqm_drops.to_string()),
     ("overhead", |r| r.overhead.to_string()),
     ("coded_fraction", |r| r.coded_fraction.to_string()),
     ("recovered", |r| r.recovered.to_string()),

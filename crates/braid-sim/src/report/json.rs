@@ -42,7 +42,7 @@ mod tests {
     use crate::report::fixture;
 
     /// Every SchemeResult field: the keys of DESIGN.md 6 and the rest of the struct.
-    const RESULT_KEYS: [&str; 26] = [
+    const RESULT_KEYS: [&str; 27] = [
         "scheme",
         "runs",
         "flows",
@@ -55,6 +55,7 @@ mod tests {
         "goodput_kbps",
         "goodput_ci95_kbps",
         "residual_loss",
+        "aqm_drops",
         "overhead",
         "coded_fraction",
         "recovered",

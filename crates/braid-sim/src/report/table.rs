@@ -42,6 +42,7 @@ pub fn table(report: &SimReport) -> String {
         }),
     ));
     columns.push(Column::new("resid. loss (%)", Align::Right, &[], cells(&|r| percent(r.residual_loss, 3))));
+    columns.push(Column::new("AQM drops (%)", Align::Right, &[], cells(&|r| percent(r.aqm_drops, 3))));
     columns.push(Column::new("overhead (x)", Align::Right, &[], cells(&|r| one(Some(r.overhead), 3))));
     columns.push(Column::new("coded (%)", Align::Right, &[], cells(&|r| percent(r.coded_fraction, 1))));
     columns.push(Column::new("recovered", Align::Right, &[], cells(&|r| Some(vec![r.recovered.to_string()]))));

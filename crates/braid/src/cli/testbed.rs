@@ -59,6 +59,12 @@ pub fn testbed(a: TestbedArgs) -> anyhow::Result<()> {
             scenario.name
         );
     }
+    for s in scenario.schemes.iter().filter(|s| s.aqm) {
+        eprintln!(
+            "braid testbed: scheme {}: `aqm = true` applies to the simulator only; the daemons run without AQM",
+            s.name
+        );
+    }
     let report = run(&scenario, &a, a.scenario.json)?;
     a.scenario.show(&report)
 }
@@ -155,6 +161,7 @@ pub fn demo(runs: u32, duration_s: u64) -> Result<anyhow::Result<()>, String> {
         fec_percent: None,
         weights: None,
         hold: None,
+        aqm: false,
     };
     let oec = scenario.schemes.iter().find(|s| s.name == "oec").cloned().ok_or("the bus scenario has no oec scheme")?;
     scenario.schemes = vec![peer("plain", Peer::Plain), peer("mptcp", Peer::Mptcp), oec];
