@@ -175,11 +175,14 @@ pub fn start(
     let server_pid = server.id();
     run.children.push(server);
     wait_ready(topo, &mut run, ready_within)?;
-    anyhow::ensure!(
-        hosts.holds(server_pid),
-        "contender {}: the web server (pid {server_pid}) is not in the end hosts' cgroup, so it would not get [tcp]'s initial RTO",
-        run.name
-    );
+    // The server joins the cgroup itself as it starts (kcptun's client answers the readiness
+    // probe before that), so give it a moment; one outside would keep the kernel's 1 s.
+    wait_for(Duration::from_secs(10), || hosts.holds(server_pid)).with_context(|| {
+        format!(
+            "contender {}: the web server (pid {server_pid}) did not join the end hosts' cgroup, so it would not get [tcp]'s initial RTO",
+            run.name
+        )
+    })?;
     Ok(run)
 }
 

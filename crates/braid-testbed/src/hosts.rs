@@ -4,15 +4,20 @@
 //!
 //! | `[tcp]` key | how the kernel is told |
 //! | --- | --- |
-//! | `congestion` | `net.ipv4.tcp_congestion_control` in each end host's namespace (per netns) |
-//! | `initial_window_bytes` | `initcwnd` (and `initrwnd` above 10 segments) on every route of those namespaces |
+//! | `congestion` | `congctl` on every route of the end hosts' namespaces |
+//! | `initial_window_bytes` | `initcwnd` (and `initrwnd` above 10 segments) on the same routes |
 //! | `min_rto_ms` | `rto_min` on the same routes (iproute2 locks it, so the kernel uses it) |
 //! | `mss` | `advmss` on the same routes, when it is not the default |
 //! | `initial_rto_ms` | a BPF `sock_ops` program ([`braid_bpf`]) on a cgroup the end hosts run in |
 //! | `buffer_kb` | not applied: the kernel autotunes its buffers ([`unapplied`] says so) |
 //!
 //! Defaults need nothing special: with `initial_rto_ms = 1000` there is no cgroup and no BPF,
-//! and default windows, RTO bound and MSS leave the routes as they are.
+//! and default windows, RTO bound and MSS are not set on the routes.
+//!
+//! Congestion control goes on the routes, always, because a namespace starts with the machine's
+//! default (BBR on some) and may only switch its own default to an algorithm the machine allows
+//! unprivileged sockets (`net.ipv4.tcp_allowed_congestion_control`, often without CUBIC); a
+//! route's `congctl` has no such limit and applies to every connection on that route.
 //!
 //! Also, always: `net.ipv4.tcp_syn_linear_timeouts = 0` where the kernel has it (Linux 6.7+
 //! retransmits the first four SYNs at a constant interval; RFC 2988 and RFC 6298 5.5 double
@@ -89,7 +94,7 @@ impl HostTcp {
     }
 
     /// Whether process `pid` runs in the end hosts' cgroup (true when there is none), to check
-    /// that a server really started there: one outside would keep the kernel's 1 s.
+    /// that a server really started there.
     pub fn holds(&self, pid: u32) -> bool {
         let Some(c) = &self.cgroup else { return true };
         std::fs::read_to_string(c.dir.join("cgroup.procs"))
@@ -101,11 +106,12 @@ impl HostTcp {
         self.cgroup.as_ref().map(|c| c.program.jiffies())
     }
 
-    /// Route options for `[tcp]`: `initcwnd`, `initrwnd`, `rto_min`, `advmss`, only those that
-    /// differ from the kernel's defaults.
+    /// Route options for `[tcp]`: `congctl`, and those of `initcwnd`, `initrwnd`, `rto_min`,
+    /// `advmss` that differ from the kernel's defaults.
     pub fn route_options(&self) -> Vec<(&'static str, String)> {
         let s = &self.spec;
-        let mut v = Vec::new();
+        // The scenario's names are the kernel's.
+        let mut v = vec![("congctl", s.congestion.to_string())];
         let iw = initial_window_segments(s.initial_window);
         if iw != LINUX_INITIAL_SEGMENTS {
             v.push(("initcwnd", iw.to_string()));
@@ -127,30 +133,29 @@ impl HostTcp {
         v
     }
 
-    /// Applies `[tcp]` to an end host's namespace: congestion control and SYN backoff
-    /// (sysctl), then the route options on every unicast route of its main and policy tables.
-    /// Call it after the contender has added its routes.
+    /// Applies `[tcp]` to an end host's namespace: SYN backoff (sysctl), then the route options
+    /// on every unicast route of its main and policy tables. Call it after the contender has
+    /// added its routes.
     pub fn apply(&self, ns: &Netns) -> anyhow::Result<()> {
-        // The scenario's names are the kernel's.
-        let cc = self.spec.congestion;
-        ns.sh(&format!("sysctl -qw net.ipv4.tcp_congestion_control={cc}")).with_context(|| {
-            let avail = ns.sh("cat /proc/sys/net/ipv4/tcp_available_congestion_control").unwrap_or_default();
-            format!("[tcp] congestion = \"{cc}\": the kernel refused it (available: {})", avail.trim())
-        })?;
         ns.sh(
             "f=/proc/sys/net/ipv4/tcp_syn_linear_timeouts; if [ -e $f ]; then sysctl -qw net.ipv4.tcp_syn_linear_timeouts=0; fi",
         )?;
         let opts = self.route_options();
-        if opts.is_empty() {
-            return Ok(());
-        }
         let routes: Value = serde_json::from_str(&ns.sh("ip -j -4 route show table all")?)
             .with_context(|| format!("parsing `ip -j route` in {}", ns.name()))?;
         for r in routes.as_array().into_iter().flatten() {
             if let Some(args) = route_change(r, &opts)? {
                 let mut cmd = vec!["ip", "netns", "exec", ns.name(), "ip", "route", "change"];
                 cmd.extend(args.iter().map(String::as_str));
-                netns::run(&cmd).with_context(|| format!("[tcp] route options in {}", ns.name()))?;
+                netns::run(&cmd).with_context(|| {
+                    let avail = ns.sh("cat /proc/sys/net/ipv4/tcp_available_congestion_control").unwrap_or_default();
+                    format!(
+                        "[tcp] on the routes of {} (congestion = \"{}\"; this kernel offers: {})",
+                        ns.name(),
+                        self.spec.congestion,
+                        avail.trim()
+                    )
+                })?;
             }
         }
         Ok(())
@@ -336,9 +341,9 @@ mod tests {
     }
 
     #[test]
-    fn defaults_leave_routes_alone_and_era_hosts_do_not() {
+    fn defaults_set_only_congestion_control_and_era_hosts_more() {
         let today = HostTcp { spec: TcpSpec::default(), cgroup: None };
-        assert!(today.route_options().is_empty());
+        assert_eq!(today.route_options(), vec![("congctl", "cubic".to_string())]);
         let era = TcpSpec {
             initial_window: 4380,
             min_rto: Duration::from_millis(300),
@@ -346,11 +351,19 @@ mod tests {
             ..TcpSpec::default()
         };
         let era = HostTcp { spec: era, cgroup: None };
-        assert_eq!(era.route_options(), vec![("initcwnd", "3".to_string()), ("rto_min", "300ms".to_string())]);
+        assert_eq!(
+            era.route_options(),
+            vec![("congctl", "reno".to_string()), ("initcwnd", "3".to_string()), ("rto_min", "300ms".to_string())]
+        );
         let big = HostTcp { spec: TcpSpec { initial_window: 30_000, mss: 1200, ..TcpSpec::default() }, cgroup: None };
         assert_eq!(
             big.route_options(),
-            vec![("initcwnd", "21".to_string()), ("initrwnd", "21".to_string()), ("advmss", "1200".to_string())]
+            vec![
+                ("congctl", "cubic".to_string()),
+                ("initcwnd", "21".to_string()),
+                ("initrwnd", "21".to_string()),
+                ("advmss", "1200".to_string())
+            ]
         );
     }
 
