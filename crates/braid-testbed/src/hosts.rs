@@ -199,10 +199,9 @@ pub fn route_change(r: &Value, opts: &[(&str, String)]) -> anyhow::Result<Option
     Ok(Some(a))
 }
 
-/// Prefix of the testbed's cgroups, as of its namespaces: `braidtb<pid>-tcp<n>`.
-const CGROUP_PREFIX: &str = netns::PREFIX;
-
-/// A cgroup-v2 directory of this process with the initial-RTO program attached.
+/// A cgroup-v2 directory of this process with the initial-RTO program attached, named as the
+/// testbed's namespaces are, `braidtb<pid>-tcp<n>`, so that [`sweep_stale`] can tell a dead
+/// run's.
 #[derive(Debug)]
 struct Cgroup {
     dir: PathBuf,
@@ -219,7 +218,7 @@ impl Cgroup {
         let jiffies = (initial_rto.as_micros() * u128::from(hz)).div_ceil(1_000_000);
         let jiffies = u32::try_from(jiffies).unwrap_or(u32::MAX);
         let dir =
-            root.join(format!("{CGROUP_PREFIX}{}-tcp{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
+            root.join(format!("{}{}-tcp{}", netns::PREFIX, std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
         std::fs::create_dir(&dir).with_context(|| format!("creating cgroup {}", dir.display()))?;
         match TimeoutInit::attach(&dir, jiffies) {
             Ok(program) => {
@@ -263,10 +262,7 @@ pub fn sweep_stale() -> usize {
     let Ok(entries) = std::fs::read_dir(&root) else { return 0 };
     let mut n = 0;
     for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(rest) = name.strip_prefix(CGROUP_PREFIX) else { continue };
-        let pid: String = rest.chars().take_while(char::is_ascii_digit).collect();
-        if !pid.is_empty() && !Path::new("/proc").join(&pid).exists() {
+        if netns::left_by_dead_run(&e.file_name().to_string_lossy()) {
             remove_cgroup(&e.path());
             n += 1;
         }

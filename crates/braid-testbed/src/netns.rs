@@ -134,15 +134,20 @@ pub fn sweep_stale() -> usize {
     let mut n = 0;
     for line in list.lines() {
         let name = line.split_whitespace().next().unwrap_or_default();
-        let Some(rest) = name.strip_prefix(PREFIX) else { continue };
-        let pid: String = rest.chars().take_while(char::is_ascii_digit).collect();
-        let alive = !pid.is_empty() && Path::new("/proc").join(&pid).exists();
-        if !alive {
+        if left_by_dead_run(name) {
             kill_and_delete(name);
             n += 1;
         }
     }
     n
+}
+
+/// Whether `name` (a namespace's, or a cgroup's: [`crate::hosts`]) is a testbed's,
+/// `braidtb<pid>-...`, whose process no longer exists.
+pub(crate) fn left_by_dead_run(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix(PREFIX) else { return false };
+    let pid: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    pid.is_empty() || !Path::new("/proc").join(&pid).exists()
 }
 
 /// Whether this process can build namespaces: root, `ip` present, and `ip netns add` works.
