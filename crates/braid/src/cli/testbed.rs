@@ -43,8 +43,12 @@ fn stop_flag() -> Arc<AtomicBool> {
     stop
 }
 
-fn work_dir(keep: &Option<PathBuf>) -> PathBuf {
-    keep.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("braid-testbed-{}", std::process::id())))
+/// The contenders' directory, absolute: nginx reads its configuration and logs from paths in it
+/// and would take a relative one as relative to its own prefix (`/usr/share/nginx`).
+fn work_dir(keep: &Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    let dir =
+        keep.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("braid-testbed-{}", std::process::id())));
+    std::path::absolute(&dir).with_context(|| format!("--keep {}: cannot make the path absolute", dir.display()))
 }
 
 /// Runs `braid testbed`.
@@ -62,7 +66,7 @@ pub fn testbed(a: TestbedArgs) -> anyhow::Result<()> {
 }
 
 fn run(scenario: &Scenario, a: &TestbedArgs, quiet: bool) -> anyhow::Result<SimReport> {
-    let dir = work_dir(&a.keep);
+    let dir = work_dir(&a.keep)?;
     let opts = TestbedOptions {
         runs: a.scenario.runs,
         seed: a.scenario.seed,
@@ -101,7 +105,7 @@ fn run(scenario: &Scenario, a: &TestbedArgs, quiet: bool) -> anyhow::Result<SimR
 fn run_accuracy(a: &TestbedArgs) -> anyhow::Result<()> {
     netns::available().map_err(|e| anyhow::anyhow!(e))?;
     netns::sweep_stale();
-    let dir = work_dir(&a.keep);
+    let dir = work_dir(&a.keep)?;
     let checks = accuracy::measure(&dir, 1.0)?;
     if a.keep.is_none() {
         let _ = std::fs::remove_dir_all(&dir);
