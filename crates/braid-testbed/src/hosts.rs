@@ -76,7 +76,7 @@ impl HostTcp {
             let what = format!("[tcp] initial_rto_ms = {ms}");
             Some(Cgroup::create(spec.initial_rto).with_context(|| {
                 format!(
-                    "{what}: Linux sets the initial RTO only through a BPF sock_ops program on a cgroup-v2 \
+                    "{what}: Linux sets the initial RTO only through a BPF sock_ops program on a cgroup-v2 directory \
                      (needs root, CONFIG_BPF_SYSCALL, CONFIG_CGROUP_BPF and a mounted cgroup2 file system); \
                      remove the key to run today's 1 s"
                 )
