@@ -59,6 +59,7 @@ pub fn testbed(a: TestbedArgs) -> anyhow::Result<()> {
             scenario.name
         );
     }
+    a.scenario.check_versus(&scenario.schemes)?;
     let report = run(&scenario, &a, a.scenario.json)?;
     a.scenario.show(&report)
 }
