@@ -159,7 +159,7 @@ pub fn comparisons(report: &SimReport, versus: &[Versus]) -> Vec<PairedFct> {
     out
 }
 
-/// The terminal lines of [`comparisons`]: per comparison `B - A: mean ± ci s, B faster in k/n runs`,
+/// The terminal lines of [`comparisons`]: per comparison `B - A: mean ± ci ms, B faster in k/n runs`,
 /// and `significant` when the interval excludes 0; one line per sweep point when sweeping. Empty
 /// when there is nothing to compare.
 pub fn paired(report: &SimReport, versus: &[Versus]) -> String {
@@ -199,14 +199,17 @@ fn point_label(report: &SimReport, value: Option<f64>) -> String {
     }
 }
 
-/// `-0.043 ± 0.015 s, rlnc faster in 17/20 runs, significant` (and the unpaired runs, if any).
+/// `-43.4 ± 16.8 ms, rlnc faster in 10/10 runs, significant` (and the unpaired runs, if any).
+/// In milliseconds with a decimal, not the table's seconds: paired differences are often a few ms,
+/// and at the table's 1 ms resolution `-0.003 ± 0.003 s, significant` would not read as what it is.
 fn describe(c: &PairedFct) -> String {
     let Some(mean) = c.fct_diff_mean_s else {
         return "n/a (no seed with a mean FCT for both)".into();
     };
+    let mean = mean * 1e3;
     let mut s = match c.fct_diff_ci95_s {
-        Some(ci) => format!("{mean:+.3} ± {ci:.3} s"),
-        None => format!("{mean:+.3} s (no interval from one run)"),
+        Some(ci) => format!("{mean:+.1} ± {:.1} ms", ci * 1e3),
+        None => format!("{mean:+.1} ms (no interval from one run)"),
     };
     let _ = write!(s, ", {} faster in {}/{} runs", c.scheme, c.faster_runs, c.runs);
     if c.significant {
@@ -346,13 +349,13 @@ mod tests {
         println!("{text}");
         // oec x 1.5 = rs: d = 0.2, 0.3 -> +0.250 ± 12.706 * 0.05 = 0.635.
         // The interval includes 0: the line ends there, with no "significant".
-        assert!(text.contains("  rs - oec: +0.250 ± 0.635 s, rs faster in 0/2 runs\n"), "{text}");
+        assert!(text.contains("  rs - oec: +250.0 ± 635.3 ms, rs faster in 0/2 runs\n"), "{text}");
         // none: run means 1.36 and 1.7 against 0.4 and 0.6: d = 0.96, 1.1, se 0.07, t(1) 12.706.
-        assert!(text.contains("  none - oec: +1.030 ± 0.889 s, none faster in 0/2 runs, significant\n"), "{text}");
+        assert!(text.contains("  none - oec: +1030.0 ± 889.4 ms, none faster in 0/2 runs, significant\n"), "{text}");
         let text = paired(&fixture::report(true), &["rs,oec".parse().unwrap()]);
         println!("{text}");
-        assert!(text.contains("  oec - rs:\n    loss = 0.01: -0.250 ± 0.635 s, oec faster in 2/2 runs\n"), "{text}");
-        assert!(text.contains("    loss = 0.05: -0.500 ± 1.271 s"), "{text}");
+        assert!(text.contains("  oec - rs:\n    loss = 0.01: -250.0 ± 635.3 ms, oec faster in 2/2 runs\n"), "{text}");
+        assert!(text.contains("    loss = 0.05: -500.0 ± 1270.6 ms"), "{text}");
         let unknown = paired(&fixture::report(false), &["oec,nope".parse().unwrap()]);
         assert_eq!(unknown, "");
     }

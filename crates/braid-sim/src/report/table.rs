@@ -392,7 +392,7 @@ mod tests {
         println!("{text}");
         let tail = text.rsplit("paired mean FCT difference").next().unwrap();
         // none's run means 1.36 and 1.7 against rs's 0.6 and 0.9: d = -0.76, -0.8.
-        assert!(tail.contains("  rs - none: -0.780 ± 0.254 s, rs faster in 2/2 runs, significant\n"), "{tail}");
+        assert!(tail.contains("  rs - none: -780.0 ± 254.1 ms, rs faster in 2/2 runs, significant\n"), "{tail}");
         assert!(!tail.contains(" - oec"), "{tail}");
     }
 
