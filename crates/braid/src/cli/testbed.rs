@@ -67,6 +67,7 @@ pub fn testbed(a: TestbedArgs) -> anyhow::Result<()> {
             s.name
         );
     }
+    a.scenario.check_versus(&scenario.schemes)?;
     let report = run(&scenario, &a, a.scenario.json)?;
     a.scenario.show(&report)
 }
