@@ -208,7 +208,7 @@ mod tests {
         // 3 schemes x 2 sweep values; each with 2 runs of 4 flows and 2 links; series of 10 s in run 0.
         let results = read(&files[0]);
         assert_eq!(results.len(), 1 + 6);
-        assert_eq!(results[0].split(',').count(), 25);
+        assert_eq!(results[0].split(',').count(), 26);
         assert!(results[0].starts_with("scheme,sweep_value,runs,flows,fct_mean_s,fct_ci95_s"));
         assert!(results[1].starts_with("oec,0.01,2,8,0.5,"), "{}", results[1]);
         let flows = read(&files[1]);
