@@ -12,7 +12,7 @@ mkdir -p "$out"
 cargo build --release --quiet
 ./target/release/braid sim "$scenario" --runs "$runs" --json > "$out/sim.json"
 if [ "${3:-}" = "--from-json" ]; then
-  cp "$4" "$out/testbed.json"
+  [ "$4" -ef "$out/testbed.json" ] || cp "$4" "$out/testbed.json"
 else
   ./target/release/braid testbed "$scenario" --runs "$runs" --json --keep "$out/logs" > "$out/testbed.json"
 fi

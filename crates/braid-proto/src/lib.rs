@@ -4,6 +4,7 @@
 //! buffer. Nothing here reads a clock, touches a socket or draws OS randomness (DESIGN.md 2): the
 //! daemon drives it with real sockets and time, the simulator with virtual ones.
 
+pub mod aqm;
 pub mod crypto;
 pub mod link;
 pub mod recovery;

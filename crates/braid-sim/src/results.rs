@@ -56,8 +56,11 @@ pub struct RunResult {
     pub flows: Vec<FlowRecord>,
     /// Bulk goodput, kbit/s (bulk workload), summed over flows.
     pub goodput_kbps: Option<f64>,
-    /// Passenger packets that entered the tunnel and never came out (both directions).
+    /// Passenger packets that entered the tunnel and never came out (both directions), whether
+    /// the uplinks lost them or braid's AQM dropped them (as a router's queue would).
     pub residual_loss: f64,
+    /// The part of `residual_loss` that braid's AQM dropped to tell TCP of congestion.
+    pub aqm_drops: f64,
     /// Bytes on the air (outer headers included) per passenger byte delivered.
     pub overhead: f64,
     /// Coded packets over all packets carrying passenger data or repair.
@@ -127,6 +130,8 @@ pub struct SchemeResult {
     pub goodput_ci95_kbps: Option<f64>,
     /// Mean residual loss.
     pub residual_loss: f64,
+    /// Mean fraction of passenger packets braid's AQM dropped (part of `residual_loss`).
+    pub aqm_drops: f64,
     /// Mean overhead (bytes on the air per byte delivered).
     pub overhead: f64,
     /// Mean coded fraction.

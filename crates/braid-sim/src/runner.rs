@@ -149,6 +149,7 @@ pub fn aggregate(scheme: &str, sweep_value: Option<f64>, runs: &[&RunResult]) ->
         goodput_kbps: goodput.map(|g| g.0),
         goodput_ci95_kbps: goodput.and_then(|g| g.1),
         residual_loss: mean(runs.iter().map(|r| r.residual_loss)),
+        aqm_drops: mean(runs.iter().map(|r| r.aqm_drops)),
         overhead: mean(runs.iter().map(|r| r.overhead)),
         coded_fraction: mean(runs.iter().map(|r| r.coded_fraction)),
         recovered: runs.iter().map(|r| r.recovered).sum(),

@@ -171,6 +171,7 @@ impl<'a> World<'a> {
             c.scheduler = scheduler;
             c.seed = seed ^ if role == Role::Client { 0xc1 } else { 0x5e };
             c.hold = HoldConfig { fixed: scheme.hold, ..HoldConfig::default() };
+            c.aqm.enabled = scheme.aqm;
             c
         };
         // Scenario weights are relative numbers; the engine takes integers, so keep two decimals.
@@ -569,6 +570,7 @@ impl<'a> World<'a> {
             flows,
             goodput_kbps,
             residual_loss: ratio(tun_in.saturating_sub(delivered), tun_in),
+            aqm_drops: ratio(cs.aqm_dropped + ss.aqm_dropped, tun_in),
             overhead: ratio(self.bytes_on_air, self.passenger_bytes_delivered),
             coded_fraction: ratio(cs.coded_sent + ss.coded_sent, carriers),
             recovered: cs.recovered + ss.recovered,

@@ -2,8 +2,11 @@
 //! `plain` (kernel TCP over the best uplink, no tunnel: today's practice), `mptcp` (kernel
 //! Multipath TCP with one subflow per uplink, via `mptcpize`), and `kcptun` (an ARQ + Reed-Solomon
 //! FEC tunnel over the best uplink). The web namespace runs the same servers for all: nginx for
-//! `flows`, iperf3 for `bulk` and `cbr`.
+//! `flows`, iperf3 for `bulk` and `cbr`. Every contender's end hosts (the clients' namespace and
+//! web, their routes and their processes) get the scenario's `[tcp]` ([`HostTcp`]); the tunnels'
+//! own processes (braid, kcptun) keep the kernel's defaults.
 
+use crate::hosts::HostTcp;
 use crate::netns::Netns;
 use crate::topology::{RIDERS_NET, SERVER, Topology, VAN_LAN, WEB, uplink_addr, uplink_dev};
 use anyhow::{Context, bail};
@@ -60,6 +63,8 @@ pub struct Running {
     pub target: SocketAddr,
     /// braid's control sockets (client, server), to read counters at the end.
     pub braid_control: Option<(PathBuf, PathBuf)>,
+    /// The cgroup the workload's clients must run in ([`HostTcp::cgroup`]).
+    pub cgroup: Option<PathBuf>,
     children: Vec<Child>,
 }
 
@@ -84,13 +89,15 @@ impl Drop for Running {
     }
 }
 
-/// Starts the servers of `service` in web and the contender `scheme`, and waits until a client
-/// in its namespace reaches the service (at most `ready_within`).
+/// Starts the servers of `service` in web and the contender `scheme`, applies the end hosts'
+/// TCP `hosts` to the clients' namespace and web, and waits until a client in its namespace
+/// reaches the service (at most `ready_within`).
 pub fn start(
     topo: &Topology,
     scheme: &SchemeSpec,
     service: Service,
     braid_bin: &Path,
+    hosts: &HostTcp,
     ready_within: Duration,
 ) -> anyhow::Result<Running> {
     let dir = &topo.dir;
@@ -100,6 +107,7 @@ pub fn start(
         mptcp: false,
         target: SocketAddr::from((WEB, service.port())),
         braid_control: None,
+        cgroup: hosts.cgroup().map(Path::to_path_buf),
         children: Vec::new(),
     };
     let best = topo.best_uplink();
@@ -160,8 +168,21 @@ pub fn start(
             run.target = SocketAddr::from((VAN_LAN, KCPTUN_LOCAL_PORT));
         }
     }
-    start_service(topo, service, run.mptcp, &mut run.children)?;
+    // After the contender's routes exist, so that every route the end hosts use carries them.
+    hosts.apply(run.client_ns(topo)).context("applying [tcp] to the clients' namespace")?;
+    hosts.apply(&topo.web).context("applying [tcp] to the web namespace")?;
+    let server = start_service(topo, service, run.mptcp, hosts.cgroup())?;
+    let server_pid = server.id();
+    run.children.push(server);
     wait_ready(topo, &mut run, ready_within)?;
+    // The server joins the cgroup itself as it starts (kcptun's client answers the readiness
+    // probe before that), so give it a moment; one outside would keep the kernel's 1 s.
+    wait_for(Duration::from_secs(10), || hosts.holds(server_pid)).with_context(|| {
+        format!(
+            "contender {}: the web server (pid {server_pid}) did not join the end hosts' cgroup, so it would not get [tcp]'s initial RTO",
+            run.name
+        )
+    })?;
     Ok(run)
 }
 
@@ -233,7 +254,7 @@ fn make_key(braid_bin: &Path, path: &Path) -> anyhow::Result<(PathBuf, String)> 
     Ok((path.to_path_buf(), String::from_utf8_lossy(&out.stdout).trim().to_string()))
 }
 
-fn start_service(topo: &Topology, service: Service, mptcp: bool, children: &mut Vec<Child>) -> anyhow::Result<()> {
+fn start_service(topo: &Topology, service: Service, mptcp: bool, cgroup: Option<&Path>) -> anyhow::Result<Child> {
     let dir = &topo.dir;
     let wrap = |args: &[&str]| -> Vec<String> {
         let mut v: Vec<String> = if mptcp { vec!["mptcpize".into(), "run".into()] } else { Vec::new() };
@@ -268,15 +289,14 @@ fn start_service(topo: &Topology, service: Service, mptcp: bool, children: &mut 
             std::fs::write(&conf_path, conf)?;
             let args = wrap(&["nginx", "-e", &format!("{d}/nginx-error.log"), "-c", path_str(&conf_path)?]);
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            children.push(topo.web.spawn(&args, &dir.join("nginx.log"))?);
+            topo.web.spawn_in(cgroup, &args, &dir.join("nginx.log"))
         }
         Service::Iperf => {
             let args = wrap(&["iperf3", "-s", "-B", &WEB.to_string(), "-p", &IPERF_PORT.to_string()]);
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            children.push(topo.web.spawn(&args, &dir.join("iperf3-server.log"))?);
+            topo.web.spawn_in(cgroup, &args, &dir.join("iperf3-server.log"))
         }
     }
-    Ok(())
 }
 
 /// Waits until a TCP connection from the clients' namespace to the target succeeds, over the
@@ -331,6 +351,8 @@ pub struct BraidCounters {
     pub tun_in: u64,
     /// Passenger packets that left either tunnel end.
     pub delivered: u64,
+    /// Passenger packets either end's AQM dropped (the uplinks were congested).
+    pub aqm_dropped: u64,
     /// Data packets sent (first transmissions), both ends.
     pub data_sent: u64,
     /// Data packets sent again.
@@ -360,6 +382,7 @@ pub fn braid_counters(braid_bin: &Path, control: &(PathBuf, PathBuf)) -> anyhow:
             let n = |k: &str| s[k].as_u64().unwrap_or(0);
             c.tun_in += n("tun_in");
             c.delivered += n("delivered");
+            c.aqm_dropped += n("aqm_dropped");
             c.data_sent += n("data_sent");
             c.resent += n("data_resent");
             c.coded_sent += n("coded_sent");

@@ -2,11 +2,13 @@
 //! a user-space link emulator that runs the simulator's link model in real time between them;
 //! the contenders (braid itself and the peers people use today: plain TCP on the best uplink,
 //! kernel Multipath TCP, kcptun) and the real workload (curl against nginx, iperf3), measured
-//! with the simulator's metrics and reported with its JSON.
+//! with the simulator's metrics and reported with its JSON. The end hosts run the scenario's
+//! `[tcp]` (congestion control, initial window, RTO bounds), as the simulator's hosts do.
 
 pub mod accuracy;
 pub mod contender;
 pub mod emulator;
+pub mod hosts;
 pub mod netns;
 pub mod realtime;
 pub mod run;

@@ -57,7 +57,23 @@ impl Netns {
 
     /// A command that will run inside (not started).
     pub fn command(&self, program: &str) -> Command {
-        let mut c = Command::new("ip");
+        self.command_in(None, program)
+    }
+
+    /// A command that will run inside, and in the cgroup-v2 directory `cgroup` if one is given
+    /// (so that its sockets get that cgroup's BPF programs: [`crate::hosts`]).
+    pub fn command_in(&self, cgroup: Option<&Path>, program: &str) -> Command {
+        let mut c = match cgroup {
+            None => Command::new("ip"),
+            Some(dir) => {
+                // The process joins the cgroup before `ip netns exec`, which remounts /sys in a
+                // mount namespace of its own and so hides the cgroup file system; membership
+                // survives both execs, and every socket the program makes is the cgroup's.
+                let mut c = Command::new("sh");
+                c.args(["-c", "echo $$ > \"$0\" && exec \"$@\""]).arg(dir.join("cgroup.procs")).arg("ip");
+                c
+            }
+        };
         c.args(["netns", "exec", &self.name, program]);
         c.stdin(Stdio::null());
         c
@@ -65,8 +81,14 @@ impl Netns {
 
     /// Starts `args` inside, stdout and stderr to `log`.
     pub fn spawn(&self, args: &[&str], log: &Path) -> anyhow::Result<Child> {
+        self.spawn_in(None, args, log)
+    }
+
+    /// Starts `args` inside and in `cgroup` (see [`Netns::command_in`]), stdout and stderr to
+    /// `log`.
+    pub fn spawn_in(&self, cgroup: Option<&Path>, args: &[&str], log: &Path) -> anyhow::Result<Child> {
         let f = File::create(log).with_context(|| format!("creating {}", log.display()))?;
-        let mut c = self.command(args[0]);
+        let mut c = self.command_in(cgroup, args[0]);
         c.args(&args[1..]).stdout(f.try_clone()?).stderr(f);
         c.spawn().with_context(|| format!("starting {} in {}", args[0], self.name))
     }
@@ -112,15 +134,20 @@ pub fn sweep_stale() -> usize {
     let mut n = 0;
     for line in list.lines() {
         let name = line.split_whitespace().next().unwrap_or_default();
-        let Some(rest) = name.strip_prefix(PREFIX) else { continue };
-        let pid: String = rest.chars().take_while(char::is_ascii_digit).collect();
-        let alive = !pid.is_empty() && Path::new("/proc").join(&pid).exists();
-        if !alive {
+        if left_by_dead_run(name) {
             kill_and_delete(name);
             n += 1;
         }
     }
     n
+}
+
+/// Whether `name` (a namespace's, or a cgroup's: [`crate::hosts`]) is a testbed's,
+/// `braidtb<pid>-...`, whose process no longer exists.
+pub(crate) fn left_by_dead_run(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix(PREFIX) else { return false };
+    let pid: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    pid.is_empty() || !Path::new("/proc").join(&pid).exists()
 }
 
 /// Whether this process can build namespaces: root, `ip` present, and `ip netns add` works.

@@ -3,6 +3,7 @@
 
 use crate::contender::{self, Service};
 use crate::emulator::LinkReport;
+use crate::hosts::HostTcp;
 use crate::topology::Topology;
 use crate::workload;
 use anyhow::{Context, bail};
@@ -106,9 +107,14 @@ pub fn run_testbed(
 ) -> anyhow::Result<SimReport> {
     check(scenario)?;
     let swept = crate::netns::sweep_stale();
-    if swept > 0 {
-        tracing::warn!(namespaces = swept, "removed namespaces left by an earlier testbed run");
+    let swept_cgroups = crate::hosts::sweep_stale();
+    if swept + swept_cgroups > 0 {
+        tracing::warn!(namespaces = swept, cgroups = swept_cgroups, "removed what an earlier testbed run left");
     }
+    // One set of end hosts for every contender and run; dropped (cgroup and program removed)
+    // when this function returns, also on an error or Ctrl-C.
+    let hosts = HostTcp::new(&scenario.tcp)?;
+    let hosts = &hosts;
     let started = std::time::Instant::now();
     let runs = opts.runs.unwrap_or(scenario.runs).max(1);
     let seed0 = opts.seed.unwrap_or(scenario.seed);
@@ -130,7 +136,7 @@ pub fn run_testbed(
                     .map(|(k, scheme)| {
                         let dir = opts.work_dir.join(format!("run{run}-{}", scheme.name));
                         s.spawn(move || {
-                            run_one(scenario, scheme, &format!("{run}{k}"), seed, run, duration, &dir, opts)
+                            run_one(scenario, scheme, &format!("{run}{k}"), seed, run, duration, &dir, hosts, opts)
                                 .with_context(|| format!("contender {} (run {run}, seed {seed})", scheme.name))
                         })
                     })
@@ -173,6 +179,7 @@ fn run_one(
     run: u32,
     duration: Duration,
     dir: &Path,
+    hosts: &HostTcp,
     opts: &TestbedOptions,
 ) -> anyhow::Result<RunResult> {
     let plan: Vec<_> = FlowPlan::new(&scenario.workload, seed, FIRST_FLOW, duration).collect();
@@ -181,7 +188,7 @@ fn run_one(
         _ => Service::Iperf,
     };
     let mut topo = Topology::build(tag, &scenario.links, seed, dir)?;
-    let running = contender::start(&topo, scheme, service, &opts.braid_bin, Duration::from_secs(30))?;
+    let running = contender::start(&topo, scheme, service, &opts.braid_bin, hosts, Duration::from_secs(30))?;
     // The workload's clock starts now, as the simulator's does after its links came up: flows
     // keep their planned offsets from here.
     let epoch = std::time::Instant::now() - FIRST_FLOW;
@@ -196,6 +203,7 @@ fn run_one(
         flows: Vec::new(),
         goodput_kbps: None,
         residual_loss: 0.0,
+        aqm_drops: 0.0,
         overhead: 0.0,
         coded_fraction: 0.0,
         recovered: 0,
@@ -245,6 +253,7 @@ fn run_one(
         let c = contender::braid_counters(&opts.braid_bin, ctl)?;
         estimates = c.uplink_estimates.clone();
         r.residual_loss = 1.0 - c.delivered as f64 / c.tun_in.max(1) as f64;
+        r.aqm_drops = c.aqm_dropped as f64 / c.tun_in.max(1) as f64;
         r.coded_fraction = c.coded_sent as f64 / (c.data_sent + c.resent + c.coded_sent).max(1) as f64;
         r.recovered = c.recovered;
         r.resent = c.resent;

@@ -13,13 +13,16 @@ use std::process::Command;
 use std::sync::mpsc;
 use std::time::Duration;
 
-fn client_command(ns: &Netns, mptcp: bool, program: &str) -> Command {
-    let mut c = if mptcp {
-        let mut c = ns.command("mptcpize");
+/// `program` in the clients' namespace and cgroup (the end hosts' `[tcp]`), under `mptcpize`
+/// for MPTCP.
+fn client_command(ns: &Netns, run: &Running, program: &str) -> Command {
+    let cgroup = run.cgroup.as_deref();
+    let mut c = if run.mptcp {
+        let mut c = ns.command_in(cgroup, "mptcpize");
         c.args(["run", program]);
         c
     } else {
-        ns.command(program)
+        ns.command_in(cgroup, program)
     };
     c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null());
     c
@@ -46,7 +49,7 @@ pub fn run_flows(
             std::thread::sleep(wait);
         }
         let left = deadline.saturating_sub(epoch.elapsed()).as_secs_f64().max(1.0);
-        let mut c = client_command(ns, run.mptcp, "curl");
+        let mut c = client_command(ns, run, "curl");
         c.args(["-s", "-o", "/dev/null", "-w", "%{http_code} %{size_download} %{time_total}", "--max-time"])
             .arg(format!("{left:.1}"))
             .arg("-r")
@@ -100,7 +103,7 @@ pub fn run_iperf(
     flows: u32,
     udp: Option<(f64, u32)>,
 ) -> anyhow::Result<IperfResult> {
-    let mut c = client_command(ns, run.mptcp, "iperf3");
+    let mut c = client_command(ns, run, "iperf3");
     c.args(["-J", "-c", &run.target.ip().to_string(), "-p", &run.target.port().to_string(), "-t", &secs.to_string()]);
     c.args(["-P", &flows.max(1).to_string()]);
     match direction {

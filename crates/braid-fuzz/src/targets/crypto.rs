@@ -426,17 +426,7 @@ fn initiator_seeds() -> Vec<Vec<u8>> {
         let lit = &a.literal[usize::from(ci)];
         // Each initiation: its cookie reply, its response, the response again (a replay); then a
         // new initiation fed the previous answer, and a hint.
-        let mut w = OpsWriter::default();
-        w.u8(ci);
-        for (k, l) in lit.iter().enumerate() {
-            if k > 0 {
-                w.u8(1);
-            }
-            for d in l {
-                w.u8(0).chunk(d);
-            }
-            w.u8(0).chunk(l.last().expect("a response"));
-        }
+        let mut w = answer_each_initiation(ci, lit, true);
         w.u8(1).u8(0).chunk(lit[0].last().expect("a response")).u8(3).chunk(&hint);
         out.push(w.0);
         // Only the response to the first, after time passes; and the hint alone.
@@ -444,19 +434,30 @@ fn initiator_seeds() -> Vec<Vec<u8>> {
         w.u8(ci).u8(2).u16(500).u8(0).chunk(lit[0].last().expect("a response")).u8(0).chunk(&hint);
         out.push(w.0);
         // The responses in order, one initiation each.
-        let mut w = OpsWriter::default();
-        w.u8(ci);
-        for (k, l) in lit.iter().enumerate() {
-            if k > 0 {
-                w.u8(1);
-            }
-            for d in l {
-                w.u8(0).chunk(d);
-            }
-        }
-        out.push(w.0);
+        out.push(answer_each_initiation(ci, lit, false).0);
     }
     out
+}
+
+/// A crypto-initiator program for client `ci` that walks through its initiations in order: before
+/// each but the first (which the client makes before the program starts) an op 1 makes the next,
+/// then each of the genuine server's datagrams to it in `lit` (its cookie reply if any, then its
+/// response) arrives as an op 0. With `replay`, the response arrives a second time right after.
+fn answer_each_initiation(ci: u8, lit: &[Vec<Vec<u8>>], replay: bool) -> OpsWriter {
+    let mut w = OpsWriter::default();
+    w.u8(ci);
+    for (k, datagrams) in lit.iter().enumerate() {
+        if k > 0 {
+            w.u8(1);
+        }
+        for d in datagrams {
+            w.u8(0).chunk(d);
+        }
+        if replay {
+            w.u8(0).chunk(datagrams.last().expect("a response"));
+        }
+    }
+    w
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 //! Session configuration.
 
+use crate::aqm::AqmConfig;
 use crate::link::LinkId;
 use crate::recovery::RecoveryKind;
 use crate::scheduler::SchedulerKind;
@@ -34,7 +35,7 @@ impl Default for HoldConfig {
             fixed: None,
             margin: Duration::from_millis(40),
             min: Duration::from_millis(40),
-            max: Duration::from_millis(200),
+            max: Duration::from_millis(1000),
         }
     }
 }
@@ -73,6 +74,8 @@ pub struct SessionConfig {
     pub store_packets: usize,
     /// ...and none older than this.
     pub store_age: Duration,
+    /// Active queue management of passengers' packets at this end's ingress.
+    pub aqm: AqmConfig,
 }
 
 impl SessionConfig {
@@ -94,6 +97,7 @@ impl SessionConfig {
             min_down_timeout: Duration::from_millis(400),
             store_packets: 8192,
             store_age: Duration::from_secs(3),
+            aqm: AqmConfig::default(),
         }
     }
 }

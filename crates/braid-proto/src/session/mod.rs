@@ -14,6 +14,7 @@ mod stats;
 pub use config::{HoldConfig, LinkConfig, Role, SessionConfig};
 pub use stats::{DatagramError, LinkCounters, LinkStatus, SessionStats, TunError};
 
+use crate::aqm::Codel;
 use crate::link::{LinkId, LinkState, RxEstimator, TxLink};
 use crate::recovery::{self, Decoder, DecoderStats, Encoder, NackTracker, RecoveryKind, RecoverySender};
 use crate::reorder::ReorderBuffer;
@@ -131,7 +132,10 @@ pub struct Session {
     // Sender side.
     next_seq: u64,
     sent: PacketStore<SentMeta>,
-    pending_data: VecDeque<(u64, Bytes)>,
+    /// Passenger packets waiting for a link; numbered when they leave, so a packet the AQM drops
+    /// leaves no hole.
+    pending_data: VecDeque<Bytes>,
+    codel: Codel,
     resends: VecDeque<(u64, Option<LinkId>)>,
     recovery: Box<dyn RecoverySender>,
     encoders: Vec<(CodeKind, Box<dyn Encoder>)>,
@@ -183,6 +187,7 @@ impl Session {
             links: Vec::new(),
             next_seq: 0,
             pending_data: VecDeque::new(),
+            codel: Codel::default(),
             resends: VecDeque::new(),
             peer_cum_ack: 0,
             nack: NackTracker::default(),
@@ -281,9 +286,7 @@ impl Session {
             return Err(TunError::TooLarge { len: packet.len(), max: self.cfg.max_packet });
         }
         self.stats.tun_in += 1;
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        self.pending_data.push_back((seq, Bytes::copy_from_slice(packet)));
+        self.pending_data.push_back(Bytes::copy_from_slice(packet));
         Ok(())
     }
 

@@ -66,9 +66,22 @@ impl Session {
                 }
             }
         }
-        if let Some((seq, packet)) = self.pending_data.pop_front() {
-            self.sent.insert(now, seq, packet, SentMeta { link: LinkId(0) });
-            if let Some(t) = self.send_data(now, buf, seq, None, false) {
+        while let Some(packet) = self.pending_data.pop_front() {
+            let ack = self.ack_pending_since.map(|_| 0);
+            let size = HEADER_LEN + DataRepr { seq: 0, ack, payload: &packet }.len();
+            let Some(link) = self.pick_data_link(now, size) else {
+                // No link can carry it now; keep it for when one can.
+                self.pending_data.push_front(packet);
+                break;
+            };
+            if self.aqm_drops(now, link) {
+                self.stats.aqm_dropped += 1;
+                continue;
+            }
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            self.sent.insert(now, seq, packet, SentMeta { link });
+            if let Some(t) = self.send_data(now, buf, seq, Some(link), false) {
                 return Some(t);
             }
         }
@@ -125,6 +138,58 @@ impl Session {
             .collect()
     }
 
+    /// The link the scheduler picks for a new data packet of `size` bytes; `None` when no link is
+    /// usable. Under the delay-based schedulers (`min-delay`, `eat`) a link whose estimated queue
+    /// is above [`crate::aqm::AqmConfig::link_queue_limit`] is passed over while another is below
+    /// it: PluriBus 4.3's earliest-arrival rule would keep filling the fastest link until its
+    /// queue matched the slower link's extra delay, and a modem's buffer is often smaller than
+    /// that (FMTCP Table II: 400 ms of extra delay against 200 ms of buffer).
+    fn pick_data_link(&mut self, now: Instant, size: usize) -> Option<LinkId> {
+        let mut views = self.link_views(now, size);
+        if views.is_empty() {
+            return None;
+        }
+        let aqm = self.cfg.aqm;
+        if aqm.enabled && self.scheduler_shares_load() {
+            let open: Vec<LinkView> = views
+                .iter()
+                .copied()
+                .filter(|v| self.links.iter().any(|s| s.tx.id == v.id && s.tx.queue_delay(now) <= aqm.link_queue_limit))
+                .collect();
+            if !open.is_empty() {
+                views = open;
+            }
+        }
+        Some(self.scheduler.pick(now, size, &views))
+    }
+
+    /// Whether the scheduler moves traffic to whichever link is least loaded (so congestion means
+    /// every link is queued), rather than following a fixed rule (so congestion is the picked
+    /// link's queue).
+    fn scheduler_shares_load(&self) -> bool {
+        matches!(self.scheduler.kind(), SchedulerKind::MinDelay | SchedulerKind::Eat)
+    }
+
+    /// Whether the AQM drops a new passenger packet bound for `link` ([`crate::aqm`]). The sojourn
+    /// judged is what the packet would wait at its bottleneck: the picked link's estimated queue,
+    /// or, under load-sharing schedulers, the least queued usable link's, since then a queue on
+    /// one link is only congestion if the others are queued too.
+    fn aqm_drops(&mut self, now: Instant, link: LinkId) -> bool {
+        let aqm = self.cfg.aqm;
+        if !aqm.enabled {
+            return false;
+        }
+        let sojourn = if self.scheduler_shares_load() {
+            self.usable_slots().map(|s| s.tx.queue_delay(now)).min()
+        } else {
+            self.links.iter().find(|s| s.tx.id == link).map(|s| s.tx.queue_delay(now))
+        };
+        let Some(sojourn) = sojourn else { return false };
+        let min_rtt = self.usable_slots().filter_map(|s| s.tx.srtt).min();
+        let (target, interval) = aqm.effective(min_rtt);
+        self.codel.should_drop(now, sojourn, target, interval)
+    }
+
     /// The link the earliest arrival estimate favours: for resends, repairs and feedback. Under
     /// the `eat` scheduler that is the earliest *expected* arrival, losses included, so a fountain
     /// block's repair symbols go where they are expected to arrive first (FMTCP V-B, Algorithm 1).
@@ -140,8 +205,7 @@ impl Session {
         })
     }
 
-    /// Sends data packet `seq` from the sent store: a first transmission through the scheduler, or
-    /// a resend on `link` or the fastest link.
+    /// Sends data packet `seq` from the sent store on `link`, or on the fastest link (resends).
     fn send_data(
         &mut self,
         now: Instant,
@@ -157,16 +221,7 @@ impl Session {
         let link = match link {
             Some(l) if self.links.iter().any(|s| s.tx.id == l && s.tx.remote.is_some()) => l,
             Some(_) => return None,
-            None if resend => self.fastest_link(now, size)?,
-            None => {
-                let views = self.link_views(now, size);
-                if views.is_empty() {
-                    // No link can carry it now; keep it for when one can.
-                    self.pending_data.push_front((seq, packet));
-                    return None;
-                }
-                self.scheduler.pick(now, size, &views)
-            }
+            None => self.fastest_link(now, size)?,
         };
         let predicted = self.slot_mut(link).and_then(|s| {
             let q = s.tx.queue_delay(now) + s.tx.tx_time(size + OUTER_OVERHEAD);

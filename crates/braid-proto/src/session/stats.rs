@@ -48,6 +48,9 @@ pub struct SessionStats {
     pub tun_in: u64,
     /// Passenger packets refused (too large, empty).
     pub tun_refused: u64,
+    /// Passenger packets dropped by active queue management: the uplinks were congested
+    /// ([`crate::aqm`]).
+    pub aqm_dropped: u64,
     /// Passenger packets delivered to the TUN side.
     pub delivered: u64,
     /// Data packets sent (first transmissions).

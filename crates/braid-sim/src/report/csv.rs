@@ -38,7 +38,7 @@ type WriteFile = fn(&SimReport, &mut dyn Write) -> io::Result<()>;
 type ResultColumn = (&'static str, fn(&SchemeResult) -> String);
 
 /// The columns of `results.csv`: every scalar field of [`SchemeResult`] (links are in `links.csv`).
-const RESULT_COLUMNS: [ResultColumn; 25] = [
+const RESULT_COLUMNS: [ResultColumn; 26] = [
     ("scheme", |r| r.scheme.clone()),
     ("sweep_value", |r| opt(r.sweep_value)),
     ("runs", |r| r.runs.to_string()),
@@ -52,6 +52,7 @@ const RESULT_COLUMNS: [ResultColumn; 25] = [
     ("goodput_kbps", |r| opt(r.goodput_kbps)),
     ("goodput_ci95_kbps", |r| opt(r.goodput_ci95_kbps)),
     ("residual_loss", |r| r.residual_loss.to_string()),
+    ("aqm_drops", |r| r.aqm_drops.to_string()),
     ("overhead", |r| r.overhead.to_string()),
     ("coded_fraction", |r| r.coded_fraction.to_string()),
     ("recovered", |r| r.recovered.to_string()),
@@ -207,7 +208,7 @@ mod tests {
         // 3 schemes x 2 sweep values; each with 2 runs of 4 flows and 2 links; series of 10 s in run 0.
         let results = read(&files[0]);
         assert_eq!(results.len(), 1 + 6);
-        assert_eq!(results[0].split(',').count(), 25);
+        assert_eq!(results[0].split(',').count(), 26);
         assert!(results[0].starts_with("scheme,sweep_value,runs,flows,fct_mean_s,fct_ci95_s"));
         assert!(results[1].starts_with("oec,0.01,2,8,0.5,"), "{}", results[1]);
         let flows = read(&files[1]);

@@ -1,4 +1,5 @@
-//! Reports of a [`SimReport`] (DESIGN.md 6): a terminal table, `--json`, CSV files and plots.
+//! Reports of a [`SimReport`] (DESIGN.md 6): a terminal table, `--json`, CSV files and plots, and
+//! the paired comparisons of schemes that the table and `--json` carry ([`paired`]).
 //!
 //! Every function here reads the result types of [`crate::results`] and nothing else, so a report
 //! can be produced again from a saved simulation. None of them panics on empty data: zero flows,
@@ -6,6 +7,7 @@
 
 mod csv;
 mod json;
+mod paired;
 mod plot;
 mod table;
 
@@ -14,6 +16,7 @@ pub(crate) mod fixture;
 
 pub use csv::write_csv;
 pub use json::json;
+pub use paired::{PairedFct, Versus, VersusParseError, comparisons, paired, paired_fct};
 pub use plot::{PlotError, write_plots};
 pub use table::{link_table, ratios, table};
 

@@ -3,15 +3,17 @@
 
 use std::fmt::Write as _;
 
+use super::paired::{Versus, paired};
 use super::{finite, format_sweep_value, results_at, scheme_names, sweep_points};
 use crate::results::{LinkResult, SchemeResult, SimReport};
 
 /// The comparison table of `report`: a header line, one row per scheme (grouped by sweep value when
-/// sweeping, the value in the first column), then the [`ratios`] lines.
+/// sweeping, the value in the first column), then the [`ratios`] lines and the [`paired`]
+/// comparisons that `versus` asks for (every scheme against the first when it is empty).
 ///
 /// Columns that are empty for every row (no goodput, no CBR, no completed flow) are left out; a
 /// single missing or NaN figure shows as `-`.
-pub fn table(report: &SimReport) -> String {
+pub fn table(report: &SimReport, versus: &[Versus]) -> String {
     let mut out = header(report);
     let mut columns = Vec::new();
     let rows: Vec<(bool, &SchemeResult)> = grouped(report);
@@ -42,6 +44,7 @@ pub fn table(report: &SimReport) -> String {
         }),
     ));
     columns.push(Column::new("resid. loss (%)", Align::Right, &[], cells(&|r| percent(r.residual_loss, 3))));
+    columns.push(Column::new("AQM drops (%)", Align::Right, &[], cells(&|r| percent(r.aqm_drops, 3))));
     columns.push(Column::new("overhead (x)", Align::Right, &[], cells(&|r| one(Some(r.overhead), 3))));
     columns.push(Column::new("coded (%)", Align::Right, &[], cells(&|r| percent(r.coded_fraction, 1))));
     columns.push(Column::new("recovered", Align::Right, &[], cells(&|r| Some(vec![r.recovered.to_string()]))));
@@ -58,10 +61,11 @@ pub fn table(report: &SimReport) -> String {
 
     let rules: Vec<bool> = rows.iter().map(|(rule, _)| *rule).collect();
     out.push_str(&render(&columns, &rules));
-    let ratios = ratios(report);
-    if !ratios.is_empty() {
-        out.push('\n');
-        out.push_str(&ratios);
+    for lines in [ratios(report), paired(report, versus)] {
+        if !lines.is_empty() {
+            out.push('\n');
+            out.push_str(&lines);
+        }
     }
     out
 }
@@ -327,7 +331,7 @@ mod tests {
     #[test]
     fn table_shows_each_scheme_with_mean_and_ci_digits() {
         let report = fixture::report(false);
-        let text = table(&report);
+        let text = table(&report, &[]);
         println!("{text}");
         for (scheme, _) in fixture::SCHEMES {
             assert!(text.lines().any(|l| l.split_whitespace().next() == Some(scheme)), "{scheme} missing:\n{text}");
@@ -346,14 +350,14 @@ mod tests {
     #[test]
     fn table_omits_empty_columns_and_shows_present_ones() {
         let mut report = fixture::report(false);
-        let text = table(&report);
+        let text = table(&report, &[]);
         for header in ["goodput", "CBR"] {
             assert!(!text.contains(header), "{header} should be omitted:\n{text}");
         }
         assert!(text.contains("FCT mean ± CI95 (s)") && text.contains("resid. loss (%)"));
         report.results[1].cbr_delay_ms = Some(42.25);
         report.results[1].goodput_kbps = Some(812.0);
-        let text = table(&report);
+        let text = table(&report, &[]);
         assert!(text.contains("CBR delay (ms)") && text.contains("42.2") && text.contains("812.0"), "{text}");
         assert!(!text.contains("CBR jitter"), "{text}");
         // The rows without a figure show a dash in the column that is shown.
@@ -364,7 +368,7 @@ mod tests {
     #[test]
     fn table_omits_fct_columns_without_completed_flows() {
         let report = fixture::report_without_completed_flows(false);
-        let text = table(&report);
+        let text = table(&report, &[]);
         assert!(!text.contains("FCT mean") && !text.contains("p99"), "{text}");
         assert!(text.contains("8/8 (100.0 %)"), "{text}");
         assert!(!text.contains("speed-up") && !text.contains("relative to"), "{text}");
@@ -376,13 +380,27 @@ mod tests {
         let text = ratios(&report);
         // none: run means 1.36 and 1.7 (its last flow of run 1 is incomplete) -> 1.53 / 0.5 = 3.06.
         assert_eq!(text, "mean FCT speed-up over oec:\n  oec / none = 0.33x\n  oec / rs = 0.67x\n");
-        assert!(table(&report).ends_with(&text));
+        assert!(table(&report, &[]).ends_with(&format!("{text}\n{}", paired(&report, &[]))));
+    }
+
+    #[test]
+    fn table_ends_with_the_paired_comparisons_asked_for() {
+        let report = fixture::report(false);
+        let text = table(&report, &[]);
+        // By default every scheme against the first, as the ratios.
+        assert!(text.contains("  none - oec: ") && text.contains("  rs - oec: "), "{text}");
+        let text = table(&report, &["none,rs".parse().expect("two names")]);
+        println!("{text}");
+        let tail = text.rsplit("paired mean FCT difference").next().unwrap();
+        // none's run means 1.36 and 1.7 against rs's 0.6 and 0.9: d = -0.76, -0.8.
+        assert!(tail.contains("  rs - none: -780.0 ± 254.1 ms, rs faster in 2/2 runs, significant\n"), "{tail}");
+        assert!(!tail.contains(" - oec"), "{tail}");
     }
 
     #[test]
     fn sweep_groups_rows_by_value_and_ratios_per_value() {
         let report = fixture::report(true);
-        let text = table(&report);
+        let text = table(&report, &[]);
         println!("{text}");
         let rows: Vec<&str> = text.lines().filter(|l| l.trim_start().starts_with("0.0")).collect();
         assert_eq!(rows.len(), 6, "{text}");
@@ -399,7 +417,7 @@ mod tests {
         let mut report = fixture::report(false);
         report.runs.retain(|r| r.run == 0);
         fixture::rebuild(&mut report);
-        let text = table(&report);
+        let text = table(&report, &[]);
         assert!(text.contains("1 run each") && !text.contains(" ± 0") && !text.contains(" ± 1"), "{text}");
         let oec = text.lines().find(|l| l.starts_with("oec")).unwrap();
         assert!(oec.contains("0.400"), "{oec}");
@@ -410,10 +428,10 @@ mod tests {
         let mut report = fixture::report(false);
         report.results[0].fct_mean_s = Some(f64::NAN);
         report.results[0].overhead = f64::NAN;
-        let text = table(&report);
+        let text = table(&report, &[]);
         assert!(text.contains("oec / none = n/a"), "{text}");
         let empty = SimReport { scenario: "x".into(), sweep_label: None, results: vec![], runs: vec![], wall_s: 0.0 };
-        assert!(table(&empty).contains("no runs"));
+        assert!(table(&empty, &[]).contains("no runs"));
         assert_eq!(ratios(&empty), "");
         assert!(link_table(&empty).contains("no links"));
     }

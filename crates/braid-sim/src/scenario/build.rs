@@ -437,6 +437,7 @@ fn scheme(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawScheme, n_links: usize) -> Resul
                     ("scheduler", raw.scheduler.is_some()),
                     ("weights", raw.weights.is_some()),
                     ("hold_ms", raw.hold_ms.is_some()),
+                    ("aqm", raw.aqm.is_some()),
                 ],
             )?;
             SchemeKind::Peer(peer)
@@ -493,7 +494,7 @@ fn scheme(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawScheme, n_links: usize) -> Resul
         Some(ms) => Some(ctx.duration(ms, 1e3, &loc.key("hold_ms"))?),
         None => None,
     };
-    Ok(SchemeSpec { name, kind, fec_percent, weights, hold })
+    Ok(SchemeSpec { name, kind, fec_percent, weights, hold, aqm: raw.aqm.unwrap_or(false) })
 }
 
 fn tcp(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawTcp) -> Result<TcpSpec> {

@@ -208,7 +208,9 @@ impl WorkloadSpec {
     }
 }
 
-/// `[tcp]`: the end hosts' TCP (simulator only: the testbed's hosts run the kernel's TCP).
+/// `[tcp]`: the end hosts' TCP. The simulator's smoltcp hosts take it per socket; `braid
+/// testbed` gives it to the end hosts' kernels (braid-testbed's `hosts` module: sysctls, route
+/// options and a BPF program for the initial RTO; `buffer_kb` is simulator-only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TcpSpec {
     /// Congestion control.

@@ -96,6 +96,7 @@ pub(crate) struct RawScheme {
     pub fec_percent: Option<f64>,
     pub weights: Option<RawWeights>,
     pub hold_ms: Option<f64>,
+    pub aqm: Option<bool>,
 }
 
 /// `weights = [1, 2]` or `weights = "auto"` (any string; `build` checks it is "auto").

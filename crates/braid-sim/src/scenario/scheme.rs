@@ -93,6 +93,9 @@ pub struct SchemeSpec {
     /// Override of the sequencing buffer's hold time (braid schemes only; default derived from the
     /// links' delay spread, DESIGN.md 4).
     pub hold: Option<Duration>,
+    /// CoDel on the predicted uplink queue at braid's ingress (`aqm = true`; braid schemes only,
+    /// off by default; braid_proto::aqm): for bulk flows over long fat uplinks.
+    pub aqm: bool,
 }
 
 impl SchemeSpec {

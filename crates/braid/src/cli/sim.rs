@@ -1,10 +1,10 @@
 //! `braid sim` and `braid demo`.
 
 use anyhow::Context;
-use braid_sim::report;
+use braid_sim::report::{self, Versus};
 use braid_sim::results::SimReport;
 use braid_sim::runner::{RunOptions, run_scenario};
-use braid_sim::scenario::{Scenario, SchemeKind};
+use braid_sim::scenario::{Scenario, SchemeKind, SchemeSpec};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
@@ -32,6 +32,10 @@ pub struct ScenarioArgs {
     /// Also print the per-link table.
     #[arg(short, long)]
     pub verbose: bool,
+    /// Compare SCHEME's mean FCT with REFERENCE's, paired by seed (per sweep point: the mean
+    /// difference with its 95 % interval); repeatable. Default: every scheme against the first.
+    #[arg(long, value_name = "REFERENCE,SCHEME")]
+    pub versus: Vec<Versus>,
 }
 
 impl ScenarioArgs {
@@ -43,9 +47,27 @@ impl ScenarioArgs {
         }
     }
 
+    /// Fails if a `--versus` names a scheme that is not among `schemes`: checked before the runs,
+    /// which may take hours, rather than after.
+    pub fn check_versus(&self, schemes: &[SchemeSpec]) -> anyhow::Result<()> {
+        let known = |name: &str| schemes.iter().any(|s| s.name == name);
+        for v in &self.versus {
+            for name in [&v.reference, &v.scheme] {
+                anyhow::ensure!(
+                    known(name),
+                    "--versus {},{}: no scheme {name:?} to run here (schemes: {})",
+                    v.reference,
+                    v.scheme,
+                    schemes.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// Prints the report as asked (table or JSON) and writes the CSV files and plots if asked.
     pub fn show(&self, report: &SimReport) -> anyhow::Result<()> {
-        print_report(report, self.json, self.verbose);
+        print_report(report, self.json, self.verbose, &self.versus);
         if let Some(dir) = &self.out {
             write_outputs(report, dir)?;
         }
@@ -95,6 +117,7 @@ pub fn sim(a: SimArgs) -> anyhow::Result<()> {
         eprintln!("braid sim: skipping {} (real-kernel peers run only on `braid testbed`)", peers.join(", "));
     }
     let s = &a.scenario;
+    s.check_versus(&scenario.schemes)?;
     let report = run_with_progress(&scenario, &RunOptions { runs: s.runs, seed: s.seed, jobs: a.jobs }, s.json)?;
     s.show(&report)
 }
@@ -115,7 +138,7 @@ pub fn demo(a: DemoArgs) -> anyhow::Result<()> {
         scenario.schemes.len()
     );
     let report = run_with_progress(&scenario, &RunOptions { runs: a.runs, seed: None, jobs: a.jobs }, false)?;
-    print_report(&report, false, false);
+    print_report(&report, false, false, &[]);
     Ok(())
 }
 
@@ -151,12 +174,12 @@ fn run_with_progress(scenario: &Scenario, opts: &RunOptions, quiet: bool) -> any
     Ok(report)
 }
 
-pub(crate) fn print_report(report: &SimReport, json: bool, verbose: bool) {
+pub(crate) fn print_report(report: &SimReport, json: bool, verbose: bool, versus: &[Versus]) {
     if json {
-        println!("{}", serde_json::to_string_pretty(&report::json(report)).unwrap_or_default());
+        println!("{}", serde_json::to_string_pretty(&report::json(report, versus)).unwrap_or_default());
         return;
     }
-    println!("{}", report::table(report));
+    println!("{}", report::table(report, versus));
     if verbose {
         println!("{}", report::link_table(report));
     }

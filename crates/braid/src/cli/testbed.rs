@@ -4,8 +4,8 @@
 use super::sim::ScenarioArgs;
 use anyhow::Context;
 use braid_sim::results::SimReport;
-use braid_sim::scenario::{Peer, Scenario, SchemeKind, SchemeSpec, TcpSpec};
-use braid_testbed::{TestbedOptions, accuracy, netns, run_testbed};
+use braid_sim::scenario::{Peer, Scenario, SchemeKind, SchemeSpec};
+use braid_testbed::{TestbedOptions, accuracy, hosts, netns, run_testbed};
 use clap::Args;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -43,8 +43,12 @@ fn stop_flag() -> Arc<AtomicBool> {
     stop
 }
 
-fn work_dir(keep: &Option<PathBuf>) -> PathBuf {
-    keep.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("braid-testbed-{}", std::process::id())))
+/// The contenders' directory, absolute: nginx reads its configuration and logs from paths in it
+/// and would take a relative one as relative to its own prefix (`/usr/share/nginx`).
+fn work_dir(keep: &Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    let dir =
+        keep.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("braid-testbed-{}", std::process::id())));
+    std::path::absolute(&dir).with_context(|| format!("--keep {}: cannot make the path absolute", dir.display()))
 }
 
 /// Runs `braid testbed`.
@@ -53,18 +57,23 @@ pub fn testbed(a: TestbedArgs) -> anyhow::Result<()> {
         return run_accuracy(&a);
     }
     let scenario = a.scenario.scenario()?;
-    if scenario.tcp != TcpSpec::default() {
+    // The end hosts' kernels take [tcp] (braid_testbed::hosts); say what they cannot take.
+    for w in hosts::unapplied(&scenario.tcp) {
+        eprintln!("braid testbed: {w}");
+    }
+    for s in scenario.schemes.iter().filter(|s| s.aqm) {
         eprintln!(
-            "braid testbed: [tcp] of {} is for the simulator's hosts; the testbed's hosts run this kernel's TCP",
-            scenario.name
+            "braid testbed: scheme {}: `aqm = true` applies to the simulator only; the daemons run without AQM",
+            s.name
         );
     }
+    a.scenario.check_versus(&scenario.schemes)?;
     let report = run(&scenario, &a, a.scenario.json)?;
     a.scenario.show(&report)
 }
 
 fn run(scenario: &Scenario, a: &TestbedArgs, quiet: bool) -> anyhow::Result<SimReport> {
-    let dir = work_dir(&a.keep);
+    let dir = work_dir(&a.keep)?;
     let opts = TestbedOptions {
         runs: a.scenario.runs,
         seed: a.scenario.seed,
@@ -103,7 +112,7 @@ fn run(scenario: &Scenario, a: &TestbedArgs, quiet: bool) -> anyhow::Result<SimR
 fn run_accuracy(a: &TestbedArgs) -> anyhow::Result<()> {
     netns::available().map_err(|e| anyhow::anyhow!(e))?;
     netns::sweep_stale();
-    let dir = work_dir(&a.keep);
+    let dir = work_dir(&a.keep)?;
     let checks = accuracy::measure(&dir, 1.0)?;
     if a.keep.is_none() {
         let _ = std::fs::remove_dir_all(&dir);
@@ -145,16 +154,18 @@ fn run_accuracy(a: &TestbedArgs) -> anyhow::Result<()> {
 /// simulator).
 pub fn demo(runs: u32, duration_s: u64) -> Result<anyhow::Result<()>, String> {
     netns::available()?;
+    // The bus's end hosts are the paper's of 2010 ([tcp]: RFC 2988's 3 s initial RTO, RFC 3390's
+    // 3-segment initial window); the testbed gives the real kernels the same, the initial RTO
+    // through a BPF program, so check that this kernel takes it before starting.
     let mut scenario = Scenario::default_bus();
-    // The bus's [tcp] models the paper's 2010 hosts for the simulator; here the hosts are this
-    // kernel's TCP, so the scenario says so.
-    scenario.tcp = TcpSpec::default();
+    drop(hosts::HostTcp::new(&scenario.tcp).map_err(|e| format!("{e:#}"))?);
     let peer = |name: &str, p| SchemeSpec {
         name: name.into(),
         kind: SchemeKind::Peer(p),
         fec_percent: None,
         weights: None,
         hold: None,
+        aqm: false,
     };
     let oec = scenario.schemes.iter().find(|s| s.name == "oec").cloned().ok_or("the bus scenario has no oec scheme")?;
     scenario.schemes = vec![peer("plain", Peer::Plain), peer("mptcp", Peer::Mptcp), oec];
@@ -165,7 +176,8 @@ pub fn demo(runs: u32, duration_s: u64) -> Result<anyhow::Result<()>, String> {
     }
     eprintln!(
         "braid demo: the PluriBus bus on the real-kernel testbed (namespaces, emulated WiMax + EVDO links, curl against nginx): \
-         plain TCP on the best uplink, kernel MPTCP and braid oec side by side, {runs} runs of {duration_s} s in real time"
+         plain TCP on the best uplink, kernel MPTCP and braid oec side by side, {runs} runs of {duration_s} s in real time; \
+         the end hosts are the paper's of 2010 (3 s initial RTO, 3-segment initial window)"
     );
     let args = TestbedArgs {
         scenario: ScenarioArgs { runs: Some(runs), ..ScenarioArgs::default() },

@@ -100,6 +100,12 @@ pub fn render(s: &DaemonStatus) -> String {
         per_session(&|x| x.tun_in as f64),
     );
     metric(
+        "aqm_dropped_total",
+        "Passenger packets dropped by active queue management (the uplinks were congested).",
+        "counter",
+        per_session(&|x| x.aqm_dropped as f64),
+    );
+    metric(
         "delivered_total",
         "Passenger packets delivered to the TUN device.",
         "counter",

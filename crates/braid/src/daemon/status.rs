@@ -86,6 +86,9 @@ pub struct SessionStatus {
     pub tun_in: u64,
     /// Passenger packets delivered to the TUN device.
     pub delivered: u64,
+    /// Passenger packets dropped by active queue management: the uplinks were congested.
+    #[serde(default)]
+    pub aqm_dropped: u64,
     /// Data packets sent, first transmissions.
     pub data_sent: u64,
     /// Data packets sent again.
@@ -192,6 +195,7 @@ pub fn session_status(
         scheduler: s.config().scheduler.to_string(),
         tun_in: st.tun_in,
         delivered: st.delivered,
+        aqm_dropped: st.aqm_dropped,
         data_sent: st.data_sent,
         data_resent: st.data_resent,
         coded_sent: st.coded_sent,
@@ -237,7 +241,7 @@ impl DaemonStatus {
         for s in &self.sessions {
             let _ = writeln!(
                 o,
-                "session {:04x} ({}, {}): recovery {}, scheduler {}; in {} out {} data {} resent {} coded {} recovered {} malformed {}",
+                "session {:04x} ({}, {}): recovery {}, scheduler {}; in {} out {} aqm-dropped {} data {} resent {} coded {} recovered {} malformed {}",
                 s.id,
                 s.peer,
                 s.cipher,
@@ -245,6 +249,7 @@ impl DaemonStatus {
                 s.scheduler,
                 s.tun_in,
                 s.delivered,
+                s.aqm_dropped,
                 s.data_sent,
                 s.data_resent,
                 s.coded_sent,
