@@ -56,6 +56,10 @@ const STANDING_QUEUE_US: f64 = 5_000.0;
 /// spans. An average of d + δ absorbs a queue that never drains; a windowed minimum only does so
 /// once the queue has stood for the whole window.
 const FLOOR_BUCKET: Duration = Duration::from_secs(5);
+/// The recent peak one-way delay (queueing included) is the maximum over the last one to two of
+/// these spans: long enough to cover one queue's build-up between two reports, short enough that
+/// a drained queue stops delaying hole reports within a fifth of a second.
+const PEAK_BUCKET: Duration = Duration::from_millis(100);
 
 /// What the receiver learned from one datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +84,8 @@ pub struct RxEstimator {
     capacity_bps: f64,
     /// Windowed minimum of `recv - send` (µs offsets from `owd_base`): current and previous bucket.
     floor: (f64, f64, Option<Instant>),
+    /// Windowed maximum of `recv - send` (same offsets): current and previous bucket.
+    peak: (f64, f64, Option<Instant>),
     interval: Interval,
     streak: Vec<f64>,
     streak_above: bool,
@@ -118,6 +124,7 @@ impl RxEstimator {
             last_timestamp: 0,
             capacity_bps: bootstrap_bps.max(0.0),
             floor: (f64::INFINITY, f64::INFINITY, None),
+            peak: (f64::NEG_INFINITY, f64::NEG_INFINITY, None),
             interval: Interval::default(),
             streak: Vec::with_capacity(CAPACITY_STREAK),
             streak_above: false,
@@ -158,7 +165,8 @@ impl RxEstimator {
         RxSample { link_seq, newly_lost }
     }
 
-    /// How far this packet's delay is above the recent floor, µs (for the standing-queue test).
+    /// How far this packet's delay is above the recent floor, µs (for the standing-queue test);
+    /// also keeps the recent peak delay.
     fn standing_sample(&mut self, now: Instant, timestamp: u32) -> f64 {
         let Some(base) = self.owd_base else { return 0.0 };
         let d = f64::from(now.wire_timestamp().wrapping_sub(timestamp).wrapping_sub(base) as i32);
@@ -172,7 +180,18 @@ impl RxEstimator {
             }
         }
         *cur = cur.min(d);
-        (d - cur.min(*prev)).max(0.0)
+        let standing = (d - cur.min(*prev)).max(0.0);
+        let (cur, prev, since) = &mut self.peak;
+        match since {
+            Some(t) if now < *t + PEAK_BUCKET => {}
+            _ => {
+                *prev = *cur;
+                *cur = f64::NEG_INFINITY;
+                *since = Some(now);
+            }
+        }
+        *cur = cur.max(d);
+        standing
     }
 
     /// PluriBus 5.3: average `recv - send - size/capacity` over packets that likely met an empty
@@ -338,6 +357,15 @@ impl RxEstimator {
         self.owd_base.map(|b| b.wrapping_add(self.owd_avg.round() as i32 as u32))
     }
 
+    /// The highest `recv - send` of the last 100-200 ms in µs (wrapping u32, same clock offset as
+    /// [`owd_us`](Self::owd_us)): the empty-queue delay plus whatever queue packets met lately.
+    /// Falls back to `owd_us` before the first queued sample.
+    pub fn recent_peak_owd_us(&self) -> Option<u32> {
+        let base = self.owd_base?;
+        let peak = self.peak.0.max(self.peak.1);
+        if peak.is_finite() { Some(base.wrapping_add(peak.round() as i32 as u32)) } else { self.owd_us() }
+    }
+
     /// Send time and local arrival of the newest datagram, for the echo in feedback.
     pub fn last(&self) -> Option<(u32, Instant)> {
         self.last_arrival.map(|a| (self.last_timestamp, a))
@@ -455,6 +483,44 @@ mod tests {
         feed(&mut e2, 200, 1000, 1_000, 1e6, 30_000, 0, |_| false);
         let owd2 = e2.owd_us().unwrap() as i32;
         assert!((owd2 - 30_000).abs() <= 2, "burst owd {owd2}");
+    }
+
+    #[test]
+    fn recent_peak_sees_a_queue_and_forgets_it_once_drained() {
+        let mut e = RxEstimator::new(1e6);
+        let size = 1000;
+        let tx = 8_000u64; // 1000 B at 1 Mbit/s
+        let mut t = 0u64;
+        let mut seq = 0u64;
+        let mut send = |e: &mut RxEstimator, sent: u64, arrive: u64| {
+            e.handle(Instant::from_micros(arrive), seq::truncate(seq), sent as u32, size);
+            seq += 1;
+        };
+        // Sparse: every packet meets an empty queue, 30 ms + its transmission time.
+        for _ in 0..10 {
+            send(&mut e, t, t + tx + 30_000);
+            t += 100_000;
+        }
+        let floor = e.owd_us().unwrap();
+        assert_eq!(e.recent_peak_owd_us(), Some(floor + tx as u32));
+        // A burst of 20 back-to-back packets sent 1 ms apart: the last waits 19 x 7 ms behind the
+        // others.
+        let mut free = t;
+        for _ in 0..20 {
+            free = free.max(t) + tx;
+            send(&mut e, t, free + 30_000);
+            t += 1_000;
+        }
+        let queued = e.recent_peak_owd_us().unwrap() - floor;
+        assert!((130_000..=150_000).contains(&queued), "peak {queued} µs above the floor");
+        assert_eq!(e.owd_us(), Some(floor), "the empty-queue delay ignores queued packets");
+        // Sparse again: two buckets later the queue is forgotten.
+        t = free + 100_000;
+        for _ in 0..3 {
+            send(&mut e, t, t + tx + 30_000);
+            t += 100_000;
+        }
+        assert_eq!(e.recent_peak_owd_us(), Some(floor + tx as u32));
     }
 
     #[test]

@@ -122,6 +122,11 @@ pub(crate) struct LinkSlot {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SentMeta {
     pub(crate) link: LinkId,
+    /// When it should leave the link's queue, by the queue model at the time it was sent.
+    pub(crate) dequeued_at: Instant,
+    /// When it was last re-sent: a hole report sent before the resend could have arrived says
+    /// nothing new about it.
+    pub(crate) resent_at: Option<Instant>,
 }
 
 /// One end of a braid tunnel.
@@ -561,7 +566,11 @@ impl Session {
         let h = self.cfg.hold;
         let mut hold = self.rx_delay_spread() + h.margin;
         if self.peer_wants_nacks {
-            hold += self.nack_first_delay() + self.min_rtt();
+            // Room for a resend and one retry: a hole waits for the report, a round trip, and, if
+            // the report or the resend was lost (2 % each on FMTCP Table II's second path), a
+            // second round trip. Filled holes go out at once, so a longer hold costs only holes
+            // nothing will fill; with a repairing peer those are rare.
+            hold += self.nack_first_delay() + self.min_rtt() * 2 + h.margin;
         }
         hold.clamp(h.min, h.max.max(h.min))
     }
@@ -570,8 +579,46 @@ impl Session {
         self.links.iter().filter_map(|s| s.tx.srtt).min().unwrap_or(Duration::from_millis(100))
     }
 
+    /// How long an in-order packet may trail a later one *now*: the slowest link's recent peak
+    /// delay, queueing included, minus the fastest link's empty-queue delay. `rx_delay_spread`
+    /// sees only propagation (PluriBus 5.3's d + δ), so with a queue on one link and none on the
+    /// other (FMTCP Table II: equal 100 ms paths, 250 kB modem buffers) every packet queued
+    /// behind another looked lost, and `arq` resent 40 % of a bulk flow. A link silent for a second
+    /// longer than the freshest one is judged by its empty-queue delay: its queue has drained.
+    fn rx_queue_spread(&self) -> Duration {
+        let freshest = self.links.iter().filter_map(|s| s.rx.last()).map(|(_, at)| at).max();
+        let mut slowest: Option<u32> = None;
+        let mut fastest: Option<u32> = None;
+        // Offsets are wrapping u32s that share one clock offset; compare them as signed
+        // differences from the first, as `reference_owd` does.
+        let later = |a: u32, b: u32| (a.wrapping_sub(b) as i32) > 0;
+        for s in self.links.iter().filter(|s| s.tx.state != LinkState::Down) {
+            let Some(floor) = s.rx.owd_us() else { continue };
+            let recent = match (s.rx.last(), freshest) {
+                (Some((_, at)), Some(f)) if at + Duration::from_secs(1) >= f => s.rx.recent_peak_owd_us(),
+                _ => None,
+            }
+            .filter(|&p| later(p, floor))
+            .unwrap_or(floor);
+            if slowest.is_none_or(|m| later(recent, m)) {
+                slowest = Some(recent);
+            }
+            if fastest.is_none_or(|m| later(m, floor)) {
+                fastest = Some(floor);
+            }
+        }
+        match (slowest, fastest) {
+            (Some(a), Some(b)) => {
+                Duration::from_micros(i64::from(a.wrapping_sub(b) as i32).clamp(0, 10_000_000) as u64)
+            }
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// When a hole is first reported: once every packet sent before the one that revealed it
+    /// could have arrived, on whichever link it took.
     fn nack_first_delay(&self) -> Duration {
-        self.rx_delay_spread() + Duration::from_millis(5)
+        self.rx_queue_spread() + Duration::from_millis(5)
     }
 
     fn nack_retry(&self) -> Duration {

@@ -80,7 +80,7 @@ impl Session {
             }
             let seq = self.next_seq;
             self.next_seq += 1;
-            self.sent.insert(now, seq, packet, SentMeta { link });
+            self.sent.insert(now, seq, packet, SentMeta { link, dequeued_at: now, resent_at: None });
             if let Some(t) = self.send_data(now, buf, seq, Some(link), false) {
                 return Some(t);
             }
@@ -223,10 +223,11 @@ impl Session {
             Some(_) => return None,
             None => self.fastest_link(now, size)?,
         };
-        let predicted = self.slot_mut(link).and_then(|s| {
-            let q = s.tx.queue_delay(now) + s.tx.tx_time(size + OUTER_OVERHEAD);
-            s.tx.owd_us().map(|o| o.wrapping_add(q.as_micros() as u32))
-        });
+        let queued = self
+            .slot_mut(link)
+            .map_or(std::time::Duration::ZERO, |s| s.tx.queue_delay(now) + s.tx.tx_time(size + OUTER_OVERHEAD));
+        let predicted =
+            self.slot_mut(link).and_then(|s| s.tx.owd_us()).map(|o| o.wrapping_add(queued.as_micros() as u32));
         let mut flags = body.flags();
         if self.recovery.wants_nacks() {
             flags |= FLAG_NACK_WANTED;
@@ -242,12 +243,15 @@ impl Session {
         });
         let kind = if resend {
             self.stats.data_resent += 1;
+            if let Some(st) = self.sent.get_mut(seq) {
+                st.meta.resent_at = Some(now);
+            }
             TransmitKind::Resend { seq }
         } else {
             self.stats.data_sent += 1;
             self.stats.payload_bytes_sent += packet.len() as u64;
             if let Some(st) = self.sent.get_mut(seq) {
-                st.meta = SentMeta { link };
+                st.meta = SentMeta { link, dequeued_at: now + queued, resent_at: None };
             }
             self.recovery.on_data_sent(now, seq, link, loss);
             TransmitKind::Data { seq, predicted_owd_us: predicted }

@@ -415,3 +415,25 @@ fn aqm_drops_only_under_overload_and_never_leaves_a_hole() {
     assert_eq!(p.server.stats().aqm_dropped, 0);
     assert_eq!(p.delivered_down.len(), 1500);
 }
+
+#[test]
+fn arq_does_not_resend_what_waits_in_a_standing_queue() {
+    // FMTCP Table II's paths: 100 ms one way, 10 Mbit/s. 1400-byte packets offered at 12.4 Mbit/s
+    // for 1.5 s against 20 Mbit/s in all, then at 25 Mbit/s for 1 s: the links' queues stand at
+    // up to a quarter of a second, longer than a round trip, and nothing is lost.
+    let mut p = Pair::new(&[(100, 10_000.0), (100, 10_000.0)], cfg(RecoveryKind::Arq, SchedulerKind::MinDelay));
+    p.advance(Duration::from_millis(500));
+    let mut i = 0;
+    for (n, gap) in [(1_650, 900), (2_250, 450)] {
+        for _ in 0..n {
+            p.send_down(&packet(i, 1400));
+            i += 1;
+            p.advance(Duration::from_micros(gap));
+        }
+    }
+    p.advance(Duration::from_secs(3));
+    assert_delivery_sane(&p.delivered_down, i, 1400);
+    assert_eq!(p.delivered_down.len() as u64, i);
+    let resent = p.server.stats().data_resent;
+    assert!(resent < i / 100, "{resent} of {i} packets re-sent with no loss at all");
+}
