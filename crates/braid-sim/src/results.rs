@@ -56,6 +56,9 @@ pub struct RunResult {
     pub flows: Vec<FlowRecord>,
     /// Bulk goodput, kbit/s (bulk workload), summed over flows.
     pub goodput_kbps: Option<f64>,
+    /// Bulk goodput in each second of the run, kbit/s (bulk workload; empty otherwise): how a
+    /// flow rides through a change of the links (FMTCP Fig. 11).
+    pub goodput_kbps_series: Vec<f64>,
     /// Passenger packets that entered the tunnel and never came out (both directions), whether
     /// the uplinks lost them or braid's AQM dropped them (as a router's queue would).
     pub residual_loss: f64,
@@ -128,6 +131,9 @@ pub struct SchemeResult {
     pub goodput_kbps: Option<f64>,
     /// 95 % CI half-width of the goodput.
     pub goodput_ci95_kbps: Option<f64>,
+    /// Bulk goodput in each second, kbit/s, averaged over runs (empty unless bulk).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub goodput_kbps_series: Vec<f64>,
     /// Mean residual loss.
     pub residual_loss: f64,
     /// Mean fraction of passenger packets braid's AQM dropped (part of `residual_loss`).

@@ -148,6 +148,7 @@ pub fn aggregate(scheme: &str, sweep_value: Option<f64>, runs: &[&RunResult]) ->
         incomplete_flows: runs.iter().map(|r| r.flows.iter().filter(|f| f.fct_s.is_none()).count() as u64).sum(),
         goodput_kbps: goodput.map(|g| g.0),
         goodput_ci95_kbps: goodput.and_then(|g| g.1),
+        goodput_kbps_series: mean_series(runs.iter().map(|r| r.goodput_kbps_series.as_slice())),
         residual_loss: mean(runs.iter().map(|r| r.residual_loss)),
         aqm_drops: mean(runs.iter().map(|r| r.aqm_drops)),
         overhead: mean(runs.iter().map(|r| r.overhead)),
@@ -164,4 +165,19 @@ pub fn aggregate(scheme: &str, sweep_value: Option<f64>, runs: &[&RunResult]) ->
         cbr_jitter_ms: mean_opt(runs.iter().map(|r| r.cbr_jitter_ms)),
         links,
     }
+}
+
+/// Per-second means over runs; a second some runs lack averages the runs that have it.
+fn mean_series<'a>(series: impl Iterator<Item = &'a [f64]>) -> Vec<f64> {
+    let mut sum: Vec<(f64, u32)> = Vec::new();
+    for s in series {
+        if sum.len() < s.len() {
+            sum.resize(s.len(), (0.0, 0));
+        }
+        for (acc, v) in sum.iter_mut().zip(s) {
+            acc.0 += v;
+            acc.1 += 1;
+        }
+    }
+    sum.into_iter().map(|(t, n)| t / f64::from(n.max(1))).collect()
 }

@@ -136,6 +136,10 @@ struct World<'a> {
     cbr_seq: u64,
     cbr: CbrStats,
     end_arrivals: Instant,
+    /// When the bulk workload's flows open (taken when they do).
+    bulk_start: Option<Instant>,
+    /// Bulk bytes received by each whole second (index = second), for the goodput series.
+    goodput_marks: Vec<u64>,
     end: Instant,
     server_addr: SocketAddr,
     client_addrs: Vec<SocketAddr>,
@@ -244,6 +248,8 @@ impl<'a> World<'a> {
             cbr: CbrStats::default(),
             end_arrivals,
             end,
+            goodput_marks: Vec::new(),
+            bulk_start: None,
             server_addr,
             client_addrs,
             weights,
@@ -260,12 +266,9 @@ impl<'a> World<'a> {
         let start = Instant::ZERO + FIRST_FLOW;
         match sc.workload {
             WorkloadSpec::Flows { .. } => {}
-            WorkloadSpec::Bulk { flows, direction } => {
-                for i in 0..flows {
-                    let d = if direction == Direction::Both && i % 2 == 1 { Direction::Up } else { direction };
-                    w.start_flow_at(start, d, None);
-                }
-            }
+            // Opened by `arrivals` when the clock reaches `start`: a host sends its SYN when it
+            // is told to connect, and goodput is counted from `start`.
+            WorkloadSpec::Bulk { .. } => w.bulk_start = Some(start),
             WorkloadSpec::Cbr { .. } => w.next_cbr = Some(start),
         }
         w
@@ -304,6 +307,7 @@ impl<'a> World<'a> {
         };
         at(self.plan.peek_start().map(|t| Instant::ZERO + t));
         at(self.next_cbr);
+        at(self.bulk_start);
         at(self.client.poll_timeout());
         at(self.server.poll_timeout().map(|s| s.saturating_sub(SERVER_CLOCK_OFFSET)));
         at(self.rider.poll_at(self.now));
@@ -318,6 +322,7 @@ impl<'a> World<'a> {
     fn run(&mut self) {
         while self.now < self.end {
             self.now = self.next_event();
+            self.mark_goodput();
             self.arrivals();
             self.deliveries();
             self.client.handle_timeout(self.now);
@@ -325,9 +330,38 @@ impl<'a> World<'a> {
             self.server.handle_timeout(snow);
             self.pump();
         }
+        self.mark_goodput();
+    }
+
+    /// Bulk only: the bytes received so far, noted once per second of simulated time. Bytes only
+    /// move at events, so the first event at or after a boundary sees what the boundary saw.
+    fn mark_goodput(&mut self) {
+        if !matches!(self.sc.workload, WorkloadSpec::Bulk { .. }) {
+            return;
+        }
+        while Instant::ZERO + Duration::from_secs(self.goodput_marks.len() as u64) <= self.now.min(self.end) {
+            let bytes = self.bulk_bytes();
+            self.goodput_marks.push(bytes);
+        }
+    }
+
+    /// Bytes the bulk flows' receivers have read, summed over flows.
+    fn bulk_bytes(&self) -> u64 {
+        (0..self.flows.len() as u64)
+            .map(|i| self.rider.bytes_received(FlowId(i)) + self.web.bytes_received(FlowId(i)))
+            .sum()
     }
 
     fn arrivals(&mut self) {
+        if let Some(start) = self.bulk_start.filter(|&t| t <= self.now)
+            && let WorkloadSpec::Bulk { flows, direction } = self.sc.workload
+        {
+            self.bulk_start = None;
+            for i in 0..flows {
+                let d = if direction == Direction::Both && i % 2 == 1 { Direction::Up } else { direction };
+                self.start_flow_at(start, d, None);
+            }
+        }
         while self.plan.peek_start().is_some_and(|t| Instant::ZERO + t <= self.now) {
             let Some(f) = self.plan.next() else { break };
             self.start_flow_at(Instant::ZERO + f.start, f.direction, Some(f.size));
@@ -510,10 +544,7 @@ impl<'a> World<'a> {
         let goodput_kbps = match self.sc.workload {
             WorkloadSpec::Bulk { .. } => {
                 let secs = (self.end - Instant::from_secs_f64(1.0)).as_secs_f64().max(1e-9);
-                let bytes: u64 = (0..self.flows.len() as u64)
-                    .map(|i| self.rider.bytes_received(FlowId(i)) + self.web.bytes_received(FlowId(i)))
-                    .sum();
-                Some(bytes as f64 * 8.0 / secs / 1000.0)
+                Some(self.bulk_bytes() as f64 * 8.0 / secs / 1000.0)
             }
             _ => None,
         };
@@ -569,6 +600,7 @@ impl<'a> World<'a> {
             sweep_value,
             flows,
             goodput_kbps,
+            goodput_kbps_series: self.goodput_marks.windows(2).map(|w| (w[1] - w[0]) as f64 * 8.0 / 1000.0).collect(),
             residual_loss: ratio(tun_in.saturating_sub(delivered), tun_in),
             aqm_drops: ratio(cs.aqm_dropped + ss.aqm_dropped, tun_in),
             overhead: ratio(self.bytes_on_air, self.passenger_bytes_delivered),

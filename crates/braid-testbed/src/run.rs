@@ -202,6 +202,8 @@ fn run_one(
         sweep_value: None,
         flows: Vec::new(),
         goodput_kbps: None,
+        // iperf3's per-interval figures are not read yet; the series is the simulator's.
+        goodput_kbps_series: Vec::new(),
         residual_loss: 0.0,
         aqm_drops: 0.0,
         overhead: 0.0,

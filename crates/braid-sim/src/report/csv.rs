@@ -1,4 +1,5 @@
-//! CSV files for `--out DIR`: the aggregates, every flow, every link of every run, and throughput over time.
+//! CSV files for `--out DIR`: the aggregates, every flow, every link of every run, throughput over
+//! time and, for bulk workloads, goodput over time.
 //!
 //! RFC 4180: comma separated, `\n` line ends, a header row, fields with a comma, quote or line break
 //! quoted with inner quotes doubled. Missing values are empty fields; numbers use Rust's shortest
@@ -14,12 +15,18 @@ use crate::results::{SchemeResult, SimReport};
 
 /// Writes `results.csv` (one row per [`SchemeResult`]), `flows.csv` (one row per flow of every run),
 /// `links.csv` (one row per link of every run) and `throughput.csv` (per-second down throughput of each
-/// link in the first run of each scheme and sweep point) into `dir`, creating it if needed.
+/// link in the first run of each scheme and sweep point) and `goodput.csv` (per-second bulk goodput
+/// of every run; only a header for other workloads) into `dir`, creating it if needed.
 /// Returns the paths written.
 pub fn write_csv(report: &SimReport, dir: &Path) -> io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
-    let files: [(&str, WriteFile); 4] =
-        [("results.csv", results), ("flows.csv", flows), ("links.csv", links), ("throughput.csv", throughput)];
+    let files: [(&str, WriteFile); 5] = [
+        ("results.csv", results),
+        ("flows.csv", flows),
+        ("links.csv", links),
+        ("throughput.csv", throughput),
+        ("goodput.csv", goodput),
+    ];
     let mut written = Vec::with_capacity(files.len());
     for (name, write) in files {
         let path = dir.join(name);
@@ -163,6 +170,19 @@ fn throughput(report: &SimReport, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
+fn goodput(report: &SimReport, out: &mut dyn Write) -> io::Result<()> {
+    row(out, ["scheme", "sweep_value", "run", "second", "goodput_kbps"].map(String::from))?;
+    for run in &report.runs {
+        for (second, kbps) in run.goodput_kbps_series.iter().enumerate() {
+            row(
+                out,
+                [run.scheme.clone(), opt(run.sweep_value), run.run.to_string(), second.to_string(), kbps.to_string()],
+            )?;
+        }
+    }
+    Ok(())
+}
+
 fn opt(x: Option<f64>) -> String {
     x.map_or_else(String::new, |x| x.to_string())
 }
@@ -204,7 +224,7 @@ mod tests {
         let report = fixture::report(true);
         let files = write_csv(&report, &dir).unwrap();
         let names: Vec<_> = files.iter().map(|p| p.file_name().unwrap().to_str().unwrap().to_string()).collect();
-        assert_eq!(names, ["results.csv", "flows.csv", "links.csv", "throughput.csv"]);
+        assert_eq!(names, ["results.csv", "flows.csv", "links.csv", "throughput.csv", "goodput.csv"]);
         // 3 schemes x 2 sweep values; each with 2 runs of 4 flows and 2 links; series of 10 s in run 0.
         let results = read(&files[0]);
         assert_eq!(results.len(), 1 + 6);
@@ -222,6 +242,8 @@ mod tests {
         assert_eq!(throughput.len(), 1 + 6 * 2 * 10);
         assert!(throughput.iter().skip(1).all(|l| l.split(',').nth(2) == Some("0")));
         assert_eq!(throughput[1], "oec,0.01,0,wimax,0,750");
+        // Flows, not bulk: no goodput series.
+        assert_eq!(read(&files[4]), ["scheme,sweep_value,run,second,goodput_kbps"]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -1,0 +1,31 @@
+//! The per-second bulk goodput series (what FMTCP Fig. 11 plots) adds up to the run's goodput and
+//! follows the links' capacity.
+
+use braid_sim::runner::{RunOptions, run_scenario};
+use braid_sim::scenario::Scenario;
+use std::path::Path;
+use std::time::Duration;
+
+#[test]
+fn goodput_series_sums_to_the_goodput_and_stays_under_capacity() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/natalie-fig7.toml");
+    let mut sc = Scenario::from_file(&path).expect("shipped scenario parses");
+    sc.schemes.retain(|s| s.name == "min-delay");
+    sc.duration = Duration::from_secs(30);
+    let opts = RunOptions { runs: Some(1), ..Default::default() };
+    let report = run_scenario(&sc, &opts, &|_, _| {}).expect("runs");
+    let run = &report.runs[0];
+    let series = &run.goodput_kbps_series;
+    assert_eq!(series.len(), 30, "one value per second");
+    assert_eq!(series[0], 0.0, "the workload starts at 1 s");
+    // goodput_kbps is measured from 1 s to the end.
+    let mean = series.iter().sum::<f64>() / 29.0;
+    let goodput = run.goodput_kbps.expect("bulk goodput");
+    assert!((mean - goodput).abs() < 1e-6 * goodput, "series mean {mean} vs goodput {goodput}");
+    // Both links give 10 Mbit/s until 10 s, then 7 + 4 until 30 s (natalie-fig7-link*.csv).
+    assert!(series[2..10].iter().all(|&g| g <= 20_000.0), "{series:?}");
+    assert!(series[12..30].iter().all(|&g| g <= 11_000.0), "{series:?}");
+    assert!(series[2..10].iter().sum::<f64>() / 8.0 > 11_000.0, "a bulk flow uses both free links: {series:?}");
+    // And the report averages it per second.
+    assert_eq!(&report.results[0].goodput_kbps_series, series);
+}
