@@ -546,25 +546,17 @@ impl Session {
         known.iter().copied().min_by_key(|o| o.wrapping_sub(first) as i32).unwrap_or(first)
     }
 
-    /// Spread of the incoming links' one-way delays: how long an in-order packet may trail a
-    /// later one that took a faster link.
-    fn rx_delay_spread(&self) -> Duration {
-        let owds: Vec<u32> =
-            self.links.iter().filter(|s| s.tx.state != LinkState::Down).filter_map(|s| s.rx.owd_us()).collect();
-        let Some(&first) = owds.first() else { return Duration::ZERO };
-        let rel: Vec<i64> = owds.iter().map(|o| i64::from(o.wrapping_sub(first) as i32)).collect();
-        let spread = rel.iter().max().copied().unwrap_or(0) - rel.iter().min().copied().unwrap_or(0);
-        Duration::from_micros(spread.clamp(0, 10_000_000) as u64)
-    }
-
-    /// Sequencing-buffer hold: the delay spread plus a margin, bounded (PluriBus 5.4 used a fixed
-    /// 50 ms; braid derives it). With ARQ, a retransmission must fit in as well.
+    /// Sequencing-buffer hold: how long an in-order packet may trail a later one, queues
+    /// included, plus a margin, bounded (PluriBus 5.4 used a fixed 50 ms; braid derives it). With
+    /// ARQ, a retransmission must fit in as well. Counting only the empty-queue delay spread
+    /// released packets that a standing queue had delayed as late: NATALIE Fig. 7, wrr-auto, late
+    /// 0.36 % -> 0.07 % and goodput 11.0 -> 11.1 Mbit/s with the queues counted.
     pub(crate) fn hold_time(&self) -> Duration {
         if let Some(f) = self.cfg.hold.fixed {
             return f;
         }
         let h = self.cfg.hold;
-        let mut hold = self.rx_delay_spread() + h.margin;
+        let mut hold = self.rx_queue_spread() + h.margin;
         if self.peer_wants_nacks {
             // Room for a resend and one retry: a hole waits for the report, a round trip, and, if
             // the report or the resend was lost (2 % each on FMTCP Table II's second path), a
@@ -580,9 +572,9 @@ impl Session {
     }
 
     /// How long an in-order packet may trail a later one *now*: the slowest link's recent peak
-    /// delay, queueing included, minus the fastest link's empty-queue delay. `rx_delay_spread`
-    /// sees only propagation (PluriBus 5.3's d + δ), so with a queue on one link and none on the
-    /// other (FMTCP Table II: equal 100 ms paths, 250 kB modem buffers) every packet queued
+    /// delay, queueing included, minus the fastest link's empty-queue delay. The empty-queue
+    /// delays alone (PluriBus 5.3's d + δ) see only propagation, so with a queue on one link and
+    /// none on the other (FMTCP Table II: equal 100 ms paths, 250 kB modem buffers) every packet queued
     /// behind another looked lost, and `arq` resent 40 % of a bulk flow. A link silent for a second
     /// longer than the freshest one is judged by its empty-queue delay: its queue has drained.
     fn rx_queue_spread(&self) -> Duration {
