@@ -8,7 +8,7 @@ mod rx;
 mod tx;
 
 pub use rx::{RxEstimator, RxSample};
-pub use tx::{LinkState, PROBES_TO_ACTIVATE, TxLink};
+pub use tx::{LinkState, PROBES_BEFORE_DOWN, PROBES_TO_ACTIVATE, TxLink};
 
 use std::fmt;
 

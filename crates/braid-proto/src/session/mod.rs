@@ -15,7 +15,7 @@ pub use config::{HoldConfig, LinkConfig, Role, SessionConfig};
 pub use stats::{DatagramError, LinkCounters, LinkStatus, SessionStats, TunError};
 
 use crate::aqm::Codel;
-use crate::link::{LinkId, LinkState, RxEstimator, TxLink};
+use crate::link::{LinkId, LinkState, PROBES_BEFORE_DOWN, RxEstimator, TxLink};
 use crate::recovery::{self, Decoder, DecoderStats, Encoder, NackTracker, RecoveryKind, RecoverySender};
 use crate::reorder::ReorderBuffer;
 use crate::scheduler::{self, Scheduler, SchedulerKind};
@@ -104,6 +104,31 @@ pub enum Event {
     LinkAddress(LinkId, SocketAddr),
     /// The peer closed the session.
     Closed,
+}
+
+/// What an active link with unconfirmed sends waits for next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Liveness {
+    /// Send a liveness probe at this time.
+    ProbeAt(Instant),
+    /// Declare the link down at this time unless something is confirmed first.
+    DownAt(Instant),
+}
+
+/// Liveness of an active link (DESIGN.md 4, links that come and go): once its sends have gone
+/// unconfirmed for a quarter of `timeout`, probes go out a quarter of `timeout` apart; the link is
+/// down when its sends have been unconfirmed for `timeout`, [`PROBES_BEFORE_DOWN`] probes went
+/// unanswered and the last of them had a round trip to come back. A real outage is still noticed
+/// after about `timeout`; a lost last packet before an idle spell no longer takes the link down.
+fn liveness(s: &LinkSlot, timeout: Duration) -> Option<Liveness> {
+    let u = s.tx.unconfirmed_since()?;
+    let spacing = timeout / (PROBES_BEFORE_DOWN + 1);
+    let last_probe = s.tx.last_probe.filter(|&p| p >= u);
+    if s.tx.unanswered_probes() < PROBES_BEFORE_DOWN {
+        return Some(Liveness::ProbeAt(last_probe.map_or(u + spacing, |p| p + spacing)));
+    }
+    let rtt = s.tx.srtt.unwrap_or(Duration::from_millis(200)).min(timeout);
+    Some(Liveness::DownAt((u + timeout).max(last_probe.map_or(u, |p| p + rtt))))
 }
 
 /// Everything the session knows about one link, both directions.
@@ -402,8 +427,10 @@ impl Session {
             }
             match s.tx.state {
                 LinkState::Active => {
-                    if let Some(u) = s.tx.unconfirmed_since() {
-                        out.push((Timer::LinkDown(id), u + down_timeout(s)));
+                    match liveness(s, down_timeout(s)) {
+                        Some(Liveness::ProbeAt(t)) => out.push((Timer::Probe(id), t)),
+                        Some(Liveness::DownAt(t)) => out.push((Timer::LinkDown(id), t)),
+                        None => {}
                     }
                     let idle_since =
                         s.tx.last_send().unwrap_or(s.tx.since).max(s.tx.last_probe.unwrap_or(Instant::ZERO));
@@ -459,14 +486,16 @@ impl Session {
         for s in &mut self.links {
             match s.tx.state {
                 LinkState::Active => {
-                    if let Some(u) = s.tx.unconfirmed_since()
-                        && now >= u + down_timeout(s)
-                    {
-                        s.tx.set_state(LinkState::Down, now);
-                        s.counters.downs += 1;
-                        s.probe_due = true;
-                        went_down.push(s.tx.id);
-                        continue;
+                    match liveness(s, down_timeout(s)) {
+                        Some(Liveness::DownAt(t)) if now >= t => {
+                            s.tx.set_state(LinkState::Down, now);
+                            s.counters.downs += 1;
+                            s.probe_due = true;
+                            went_down.push(s.tx.id);
+                            continue;
+                        }
+                        Some(Liveness::ProbeAt(t)) if now >= t => s.probe_due = true,
+                        _ => {}
                     }
                     let idle_since =
                         s.tx.last_send().unwrap_or(s.tx.since).max(s.tx.last_probe.unwrap_or(Instant::ZERO));
@@ -493,8 +522,9 @@ impl Session {
         }
     }
 
-    /// How long an active link may go unconfirmed: a few RTTs plus the peer's report period, so
-    /// an outage is noticed in well under a second, not tens of seconds.
+    /// How long an active link may go unconfirmed (and [`PROBES_BEFORE_DOWN`] probes unanswered,
+    /// see [`liveness`]): a few RTTs plus the peer's report period, so an outage is noticed in
+    /// well under a second, not tens of seconds.
     fn down_timeout(&self) -> impl Fn(&LinkSlot) -> Duration + use<> {
         let min = self.cfg.min_down_timeout;
         let report = self.cfg.report_interval;

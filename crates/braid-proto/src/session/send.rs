@@ -394,6 +394,12 @@ impl Session {
             let (n, destination) = self.start_datagram(now, buf, id, PacketType::Probe, flags, ProbeRepr::LEN)?;
             let m = body.emit(&mut buf[n..]).ok()?;
             self.stats.probes_sent += 1;
+            if flags & FLAG_REPLY == 0
+                && let Some(slot) = self.slot_mut(id)
+                && slot.tx.state == crate::link::LinkState::Active
+            {
+                slot.tx.on_liveness_probe();
+            }
             return Some(Transmit { link: id, destination, len: n + m, kind: TransmitKind::Probe });
         }
         None
