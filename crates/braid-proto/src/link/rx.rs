@@ -297,10 +297,10 @@ impl RxEstimator {
         let standing = iv.queue_us_sum / iv.packets as f64 >= STANDING_QUEUE_US;
         let dispersion = (iv.busy_pairs >= MIN_BUSY_PAIRS && iv.busy_us >= MIN_BUSY_US && iv.busy_bits > 0.0)
             .then(|| iv.busy_bits * 1e6 / iv.busy_us);
-        let sample = if let Some(d) = dispersion {
+        let (sample, kind) = if let Some(d) = dispersion {
             // Queued packets drained at the link's rate (or the share of it left by cross
             // traffic): a measurement either way.
-            d
+            (d, "dispersion")
         } else {
             if send_bps < CAPACITY_QUALIFY * self.capacity_bps && send_bps < CAPACITY_OUTPACED * recv_bps && !standing {
                 return;
@@ -314,7 +314,14 @@ impl RxEstimator {
             if recv_bps <= self.capacity_bps && !standing && send_bps < CAPACITY_OUTPACED * recv_bps {
                 return;
             }
-            recv_bps
+            let kind = if standing {
+                "standing queue"
+            } else if send_bps >= CAPACITY_OUTPACED * recv_bps {
+                "outpaced sender"
+            } else {
+                "receive rate"
+            };
+            (recv_bps, kind)
         };
         let recv_bps = sample;
         let above = recv_bps > self.capacity_bps;
@@ -325,8 +332,16 @@ impl RxEstimator {
         self.streak.push(recv_bps);
         if self.streak.len() == CAPACITY_STREAK {
             self.streak.sort_by(f64::total_cmp);
+            let before = self.capacity_bps;
             self.capacity_bps = self.streak[CAPACITY_STREAK / 2];
             self.streak.clear();
+            // Which test let the last sample count tells an operator why a link's estimate moved.
+            tracing::debug!(
+                from_kbps = before / 1e3,
+                to_kbps = self.capacity_bps / 1e3,
+                by = kind,
+                "capacity estimate"
+            );
         }
     }
 
