@@ -363,6 +363,9 @@ pub struct BraidCounters {
     pub recovered: u64,
     /// The client's estimates per uplink, by name: down capacity (kbit/s) and down loss.
     pub uplink_estimates: Vec<(String, f64, f64)>,
+    /// Data packets (first transmissions) each uplink carried, both ends, indexed by uplink id:
+    /// the simulator's `data_share`. The links' byte counts also hold coded packets and reports.
+    pub uplink_data_sent: Vec<u64>,
 }
 
 /// Reads [`BraidCounters`] with `braid status --json`.
@@ -372,6 +375,17 @@ pub fn braid_counters(braid_bin: &Path, control: &(PathBuf, PathBuf)) -> anyhow:
         let out = crate::netns::run(&[path_str(braid_bin)?, "status", "--json", "--control", path_str(sock)?])?;
         let v: Value = serde_json::from_str(&out).context("braid status --json")?;
         for s in v["sessions"].as_array().into_iter().flatten() {
+            for u in s["uplinks"].as_array().into_iter().flatten() {
+                let id = u["id"].as_u64().unwrap_or(u64::MAX);
+                if let Ok(id) = usize::try_from(id)
+                    && id < 256
+                {
+                    if c.uplink_data_sent.len() <= id {
+                        c.uplink_data_sent.resize(id + 1, 0);
+                    }
+                    c.uplink_data_sent[id] += u["data_sent"].as_u64().unwrap_or(0);
+                }
+            }
             if k == 0 {
                 for u in s["uplinks"].as_array().into_iter().flatten() {
                     let name = u["name"].as_str().unwrap_or_default().to_string();

@@ -251,9 +251,11 @@ fn run_one(
     let emulated = Duration::from_micros(topo.clock().now().as_micros());
     let links = topo.stop();
     let mut estimates = Vec::new();
+    let mut data_sent = Vec::new();
     if let Some(ctl) = &running.braid_control {
         let c = contender::braid_counters(&opts.braid_bin, ctl)?;
         estimates = c.uplink_estimates.clone();
+        data_sent = c.uplink_data_sent.clone();
         r.residual_loss = 1.0 - c.delivered as f64 / c.tun_in.max(1) as f64;
         r.aqm_drops = c.aqm_dropped as f64 / c.tun_in.max(1) as f64;
         r.coded_fraction = c.coded_sent as f64 / (c.data_sent + c.resent + c.coded_sent).max(1) as f64;
@@ -276,6 +278,14 @@ fn run_one(
     r.overhead = on_air as f64 / after.web_bytes.saturating_sub(before.web_bytes).max(1) as f64;
     r.datagrams = links.iter().map(|l| l.up.offered_packets + l.down.offered_packets).sum();
     r.links = link_results(&links, &scenario.links, emulated);
+    // braid's share of data is its data packets per uplink, as in the simulator; byte shares
+    // would count OEC's coded packets, which fill every link's spare capacity.
+    let data_total: u64 = data_sent.iter().sum();
+    if data_total > 0 {
+        for (l, n) in r.links.iter_mut().zip(data_sent.iter().chain(std::iter::repeat(&0))) {
+            l.data_share = *n as f64 / data_total as f64;
+        }
+    }
     for l in &mut r.links {
         if let Some((_, cap, loss)) = estimates.iter().find(|e| e.0 == l.name) {
             l.est_capacity_down_kbps = *cap;
@@ -313,6 +323,8 @@ fn link_results(links: &[LinkReport], specs: &[braid_sim::scenario::LinkSpec], e
                 name: l.name.clone(),
                 utilisation_down: l.down.busy.as_secs_f64() / elapsed.as_secs_f64(),
                 utilisation_up: l.up.busy.as_secs_f64() / elapsed.as_secs_f64(),
+                // Peers: bytes delivered (they send no coded packets); braid's is replaced
+                // by its data packets per uplink.
                 data_share: (l.up.delivered_bytes + l.down.delivered_bytes) as f64 / data_total.max(1) as f64,
                 loss: lost as f64 / (left(&l.up) + left(&l.down)).max(1) as f64,
                 queue_drops: (l.up.queue_drops + l.down.queue_drops) as f64
