@@ -49,6 +49,16 @@ fn every_contender_completes_its_flows_on_the_testbed() {
         assert_eq!(r["incomplete_flows"].as_u64(), Some(0), "{}: flows did not complete", r["scheme"]);
         assert!(r["fct_mean_s"].as_f64().is_some_and(|t| t > 0.0 && t < 10.0), "{}", r["scheme"]);
     }
+    // braid's data share is its data packets per uplink, as in the simulator: min-delay puts most
+    // of them on WiMax (20 ms against EVDO's 75 ms; the simulator: over 90 %). A byte share would
+    // count the coded packets OEC puts on both links, which made it look like half and half.
+    let oec = results.iter().find(|r| r["scheme"] == "oec").expect("oec result");
+    let shares: Vec<f64> =
+        oec["links"].as_array().expect("links").iter().filter_map(|l| l["data_share"].as_f64()).collect();
+    eprintln!("oec data share per link: {shares:?}");
+    assert_eq!(shares.len(), 2);
+    assert!((shares.iter().sum::<f64>() - 1.0).abs() < 1e-9, "shares {shares:?}");
+    assert!(shares[0] > 0.6, "WiMax carried {:.2} of oec's data packets", shares[0]);
     // OEC repairs what the links lose: its residual loss must be far below plain TCP's.
     let loss = |name: &str| results.iter().find(|r| r["scheme"] == name).and_then(|r| r["residual_loss"].as_f64());
     assert!(
