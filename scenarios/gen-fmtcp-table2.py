@@ -23,6 +23,8 @@ SCHEMES = [
     ("fountain-eat", "fountain", "eat", "FMTCP: RaptorQ blocks with Eq. 4 repair, EAT link choice"),
     ("arq", "arq", "min-delay", "retransmission on the fastest link"),
 ]
+# One bulk CUBIC flow down; the simulator's files add their end hosts' buffer after it.
+WORKLOAD = ["[workload]", 'kind = "bulk"', "flows = 1", 'direction = "down"', "", "[tcp]", 'congestion = "cubic"']
 TESTBED_CASES = [3, 4, 8]
 TESTBED_CONTENDERS = [
     ("oec", 'recovery = "oec"\nscheduler = "min-delay"', "braid: PluriBus OEC, delay-based link choice"),
@@ -56,13 +58,7 @@ for i, (delay, loss) in enumerate(CASES, 1):
         "",
         *links,
         "# One long TCP flow; buffers big enough for both paths' BDP so the window does not cap goodput.",
-        "[workload]",
-        'kind = "bulk"',
-        "flows = 1",
-        'direction = "down"',
-        "",
-        "[tcp]",
-        'congestion = "cubic"',
+        *WORKLOAD,
         "buffer_kb = 4000",
         "",
     ]
@@ -82,13 +78,7 @@ for i, (delay, loss) in enumerate(CASES, 1):
         "seed = 1",
         "",
         *links,
-        "[workload]",
-        'kind = "bulk"',
-        "flows = 1",
-        'direction = "down"',
-        "",
-        "[tcp]",
-        'congestion = "cubic"',
+        *WORKLOAD,
         "",
     ]
     for name, body, why in TESTBED_CONTENDERS:
