@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs (as root, with apt) or checks what the real-kernel testbed uses: iproute2, curl, nginx-light,
-# iperf3, mptcpd (mptcpize), kcptun. `--check` only reports; exit 0 when everything is present.
+# iperf3, mptcpd (mptcpize), kcptun, and what the namespace tests call: ping (iputils-ping) and nft
+# (nftables). `--check` only reports; exit 0 when everything is present.
 set -euo pipefail
 declare -A pkg=([ip]=iproute2 [curl]=curl [nginx]=nginx-light [iperf3]=iperf3 [mptcpize]=mptcpd
-  [kcptun-client]=kcptun [kcptun-server]=kcptun)
+  [kcptun-client]=kcptun [kcptun-server]=kcptun [ping]=iputils-ping [nft]=nftables)
 missing=()
 for cmd in "${!pkg[@]}"; do
   command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || missing+=("${pkg[$cmd]}")
