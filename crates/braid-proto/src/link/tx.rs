@@ -60,7 +60,6 @@ pub struct TxLink {
     /// Smoothed RTT from probes.
     pub srtt: Option<Duration>,
     last_send: Option<Instant>,
-    last_awaited: Option<Instant>,
     first_unconfirmed: Option<Instant>,
     unanswered_probes: u32,
     /// Probe replies in a row while probing or down.
@@ -90,7 +89,6 @@ impl TxLink {
             next_seq: 0,
             srtt: None,
             last_send: None,
-            last_awaited: None,
             first_unconfirmed: None,
             unanswered_probes: 0,
             probe_streak: 0,
@@ -157,19 +155,13 @@ impl TxLink {
     }
 
     /// Records a send: `Q <- max(0, Q - elapsed) + size / capacity` (PluriBus 5.2, as meant) and
-    /// returns the per-link sequence number to use. `awaits_answer`: the peer answers this kind of
-    /// datagram (data and coded packets with a report, probes with a reply), so it counts toward
-    /// liveness; reports and probe replies are answers themselves, and requiring answers to them
-    /// kept two idle ends trading datagrams ten times a second.
-    pub fn on_send(&mut self, now: Instant, size: usize, awaits_answer: bool) -> u64 {
+    /// returns the per-link sequence number to use.
+    pub fn on_send(&mut self, now: Instant, size: usize) -> u64 {
         self.queue_us = self.queue_left_us(now) + tx_time_us(size, self.capacity_bps());
         self.queue_at = now;
         self.last_send = Some(now);
-        if awaits_answer {
-            self.last_awaited = Some(now);
-            if self.first_unconfirmed.is_none() {
-                self.first_unconfirmed = Some(now);
-            }
+        if self.first_unconfirmed.is_none() {
+            self.first_unconfirmed = Some(now);
         }
         let s = self.next_seq;
         self.next_seq += 1;
@@ -193,7 +185,7 @@ impl TxLink {
             && sent_at >= first
         {
             // Sends after `sent_at` are still unconfirmed; the newest send time stands for them.
-            self.first_unconfirmed = match self.last_awaited {
+            self.first_unconfirmed = match self.last_send {
                 Some(last) if last > sent_at => Some(last),
                 _ => None,
             };
@@ -272,13 +264,13 @@ mod tests {
     fn queue_grows_by_transmission_time_and_drains_with_time() {
         let mut l = link();
         let t0 = Instant::from_millis(10);
-        l.on_send(t0, 1250, true); // 10 ms at 1 Mbit/s
-        l.on_send(t0, 1250, true);
+        l.on_send(t0, 1250); // 10 ms at 1 Mbit/s
+        l.on_send(t0, 1250);
         assert_eq!(l.queue_delay(t0), Duration::from_millis(20));
         assert_eq!(l.queue_delay(t0 + Duration::from_millis(5)), Duration::from_millis(15));
         assert_eq!(l.queue_delay(t0 + Duration::from_millis(50)), Duration::ZERO);
         // After draining, a new send starts from an empty queue, not a negative one.
-        l.on_send(t0 + Duration::from_millis(50), 1250, true);
+        l.on_send(t0 + Duration::from_millis(50), 1250);
         assert_eq!(l.queue_delay(t0 + Duration::from_millis(50)), Duration::from_millis(10));
     }
 
@@ -291,7 +283,7 @@ mod tests {
         l.on_report(u32::MAX, 0.0, None);
         let t0 = Instant::from_millis(10);
         assert!(l.queue_is_empty(t0));
-        l.on_send(t0, 100, true);
+        l.on_send(t0, 100);
         assert!(!l.queue_is_empty(t0));
         assert!(l.queue_drained_at() > t0, "the opportunity timer is in the future");
         assert!(l.queue_is_empty(t0 + Duration::from_micros(1)));
@@ -299,7 +291,7 @@ mod tests {
         let mut m = link();
         m.on_report(10_000_000, 0.0, None); // 10 Gbit/s: 1250 bytes take 1 µs
         for _ in 0..10 {
-            m.on_send(t0, 625, true);
+            m.on_send(t0, 625);
         }
         assert_eq!(m.queue_delay(t0), Duration::from_micros(5));
     }
@@ -330,8 +322,8 @@ mod tests {
     #[test]
     fn confirmation_clears_unconfirmed_sends() {
         let mut l = link();
-        l.on_send(Instant::from_millis(1), 100, true);
-        l.on_send(Instant::from_millis(5), 100, true);
+        l.on_send(Instant::from_millis(1), 100);
+        l.on_send(Instant::from_millis(5), 100);
         assert_eq!(l.unconfirmed_since(), Some(Instant::from_millis(1)));
         l.on_confirmed(Instant::from_millis(1));
         assert_eq!(l.unconfirmed_since(), Some(Instant::from_millis(5)));
@@ -344,9 +336,9 @@ mod tests {
         let mut l = link();
         l.on_liveness_probe();
         assert_eq!(l.unanswered_probes(), 0, "nothing unconfirmed: nothing to count");
-        l.on_send(Instant::from_millis(1), 100, true);
+        l.on_send(Instant::from_millis(1), 100);
         l.on_liveness_probe();
-        l.on_send(Instant::from_millis(20), 40, true);
+        l.on_send(Instant::from_millis(20), 40);
         l.on_liveness_probe();
         assert_eq!(l.unanswered_probes(), 2);
         l.on_confirmed(Instant::from_millis(1));

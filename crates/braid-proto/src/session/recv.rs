@@ -79,14 +79,7 @@ impl Session {
         slot.counters.datagrams_received += 1;
         slot.counters.bytes_received += datagram.len() as u64;
         self.stats.datagrams_received += 1;
-        // What the peer expects an answer to (see TxLink::on_send): a report answers data and
-        // coded packets, and a probe request also gets one so that a new link's delay is known
-        // before data needs it. Reports and replies call for nothing, or idle ends chatter.
-        self.rx_since_report |= match &parsed {
-            Body::Data(_) | Body::Coded(_) => true,
-            Body::Probe(_) => h.flags & FLAG_REPLY == 0,
-            _ => false,
-        };
+        self.rx_since_report = true;
         if sample.newly_lost > 0 {
             self.loss_news_since.get_or_insert(now);
         }

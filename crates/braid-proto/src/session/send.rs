@@ -113,12 +113,7 @@ impl Session {
         let session = self.cfg.session_id;
         let slot = self.slot_mut(link)?;
         let size = HEADER_LEN + body_len;
-        let awaits_answer = match ptype {
-            PacketType::Data | PacketType::Coded => true,
-            PacketType::Probe => flags & FLAG_REPLY == 0,
-            _ => false,
-        };
-        let link_seq = slot.tx.on_send(now, size + OUTER_OVERHEAD, awaits_answer);
+        let link_seq = slot.tx.on_send(now, size + OUTER_OVERHEAD);
         slot.counters.datagrams_sent += 1;
         slot.counters.bytes_sent += size as u64;
         let h =

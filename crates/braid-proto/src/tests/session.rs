@@ -455,25 +455,3 @@ fn arq_does_not_resend_what_waits_in_a_standing_queue() {
     let resent = p.server.stats().data_resent;
     assert!(resent < i / 100, "{resent} of {i} packets re-sent with no loss at all");
 }
-
-/// An idle session costs its keepalives and little else: per link and second, a probe, the reply to
-/// the peer's probe and a report. Reports used to call for reports, so two idle ends traded twelve
-/// datagrams a second each way, about 1 kB/s of metered cellular traffic per idle vehicle.
-#[test]
-fn an_idle_session_sends_little_more_than_keepalives() {
-    let mut p = Pair::new(&bus(), cfg(RecoveryKind::Oec, SchedulerKind::MinDelay));
-    exchange(&mut p, 20, Duration::from_millis(10), 300);
-    let sent = |p: &Pair| -> (u64, u64) {
-        let c = p.client.link_status(p.now).iter().map(|l| l.counters.datagrams_sent).sum();
-        let s = p.server.link_status(p.now).iter().map(|l| l.counters.datagrams_sent).sum();
-        (c, s)
-    };
-    let before = sent(&p);
-    p.advance(Duration::from_secs(10));
-    let after = sent(&p);
-    let (c, s) = (after.0 - before.0, after.1 - before.1);
-    // Two links, 10 s: 20 keepalive probes and 20 replies each way, and a report per probe at most.
-    assert!(c <= 60 && s <= 60, "idle for 10 s, the client sent {c} datagrams and the server {s}");
-    assert!(c >= 10 && s >= 10, "keepalives stopped: {c} and {s}");
-    assert!(p.client.link_status(p.now).iter().all(|l| l.state == LinkState::Active && l.counters.downs == 0));
-}
