@@ -376,18 +376,14 @@ pub fn braid_counters(braid_bin: &Path, control: &(PathBuf, PathBuf)) -> anyhow:
         let v: Value = serde_json::from_str(&out).context("braid status --json")?;
         for s in v["sessions"].as_array().into_iter().flatten() {
             for u in s["uplinks"].as_array().into_iter().flatten() {
-                let id = u["id"].as_u64().unwrap_or(u64::MAX);
-                if let Ok(id) = usize::try_from(id)
-                    && id < 256
-                {
+                // Uplink ids are a u8 on the wire.
+                if let Some(id) = u["id"].as_u64().filter(|&id| id < 256).map(|id| id as usize) {
                     if c.uplink_data_sent.len() <= id {
                         c.uplink_data_sent.resize(id + 1, 0);
                     }
                     c.uplink_data_sent[id] += u["data_sent"].as_u64().unwrap_or(0);
                 }
-            }
-            if k == 0 {
-                for u in s["uplinks"].as_array().into_iter().flatten() {
+                if k == 0 {
                     let name = u["name"].as_str().unwrap_or_default().to_string();
                     let cap = u["rx_capacity_kbps"].as_f64().unwrap_or(0.0);
                     c.uplink_estimates.push((name, cap, u["rx_loss"].as_f64().unwrap_or(0.0)));

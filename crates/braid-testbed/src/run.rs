@@ -277,15 +277,7 @@ fn run_one(
     let on_air: u64 = links.iter().map(|l| l.up.offered_bytes + l.down.offered_bytes).sum();
     r.overhead = on_air as f64 / after.web_bytes.saturating_sub(before.web_bytes).max(1) as f64;
     r.datagrams = links.iter().map(|l| l.up.offered_packets + l.down.offered_packets).sum();
-    r.links = link_results(&links, &scenario.links, emulated);
-    // braid's share of data is its data packets per uplink, as in the simulator; byte shares
-    // would count OEC's coded packets, which fill every link's spare capacity.
-    let data_total: u64 = data_sent.iter().sum();
-    if data_total > 0 {
-        for (l, n) in r.links.iter_mut().zip(data_sent.iter().chain(std::iter::repeat(&0))) {
-            l.data_share = *n as f64 / data_total as f64;
-        }
-    }
+    r.links = link_results(&links, &scenario.links, emulated, &data_sent);
     for l in &mut r.links {
         if let Some((_, cap, loss)) = estimates.iter().find(|e| e.0 == l.name) {
             l.est_capacity_down_kbps = *cap;
@@ -311,21 +303,34 @@ impl Counters {
 }
 
 /// Per-link results; utilisation is over the whole time the links were up (`elapsed`).
-fn link_results(links: &[LinkReport], specs: &[braid_sim::scenario::LinkSpec], elapsed: Duration) -> Vec<LinkResult> {
+/// `braid_data_sent`: braid's data packets per uplink id (empty for peers).
+fn link_results(
+    links: &[LinkReport],
+    specs: &[braid_sim::scenario::LinkSpec],
+    elapsed: Duration,
+    braid_data_sent: &[u64],
+) -> Vec<LinkResult> {
+    // braid's share of data is its data packets per uplink, as in the simulator: a byte share
+    // would count OEC's coded packets, which fill every link's spare capacity. Peers send no
+    // coded packets, so theirs is bytes delivered.
+    let braid_total: u64 = braid_data_sent.iter().sum();
     let data_total: u64 = links.iter().map(|l| l.up.delivered_bytes + l.down.delivered_bytes).sum();
     links
         .iter()
         .zip(specs)
-        .map(|(l, s)| {
+        .enumerate()
+        .map(|(i, (l, s))| {
             let left = |x: &braid_sim::link::LinkModelStats| x.delivered_packets + x.random_losses + x.outage_losses;
             let lost = l.up.random_losses + l.up.outage_losses + l.down.random_losses + l.down.outage_losses;
             LinkResult {
                 name: l.name.clone(),
                 utilisation_down: l.down.busy.as_secs_f64() / elapsed.as_secs_f64(),
                 utilisation_up: l.up.busy.as_secs_f64() / elapsed.as_secs_f64(),
-                // Peers: bytes delivered (they send no coded packets); braid's is replaced
-                // by its data packets per uplink.
-                data_share: (l.up.delivered_bytes + l.down.delivered_bytes) as f64 / data_total.max(1) as f64,
+                data_share: if braid_total > 0 {
+                    braid_data_sent.get(i).copied().unwrap_or(0) as f64 / braid_total as f64
+                } else {
+                    (l.up.delivered_bytes + l.down.delivered_bytes) as f64 / data_total.max(1) as f64
+                },
                 loss: lost as f64 / (left(&l.up) + left(&l.down)).max(1) as f64,
                 queue_drops: (l.up.queue_drops + l.down.queue_drops) as f64
                     / (l.up.offered_packets + l.down.offered_packets).max(1) as f64,
