@@ -214,7 +214,7 @@ fn start_braid(topo: &Topology, scheme: &SchemeSpec, braid_bin: &Path, run: &mut
             weights.get(i).copied().unwrap_or(1)
         );
     }
-    let session = format!("[session]\nrecovery = \"{recovery}\"\nscheduler = \"{scheduler}\"\n");
+    let session = format!("[session]\nrecovery = \"{recovery}\"\nscheduler = \"{scheduler}\"\naqm = {}\n", scheme.aqm);
     client.push_str(&session);
     let server = format!(
         "listen = \"0.0.0.0:{BRAID_PORT}\"\nprivate_key = \"{}\"\n\

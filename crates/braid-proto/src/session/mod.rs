@@ -299,6 +299,14 @@ impl Session {
         self.cfg.recovery = kind;
     }
 
+    /// Turns braid's ingress AQM on or off ([`crate::aqm`]); CoDel starts afresh either way.
+    pub fn set_aqm(&mut self, enabled: bool) {
+        if self.cfg.aqm.enabled != enabled {
+            self.cfg.aqm.enabled = enabled;
+            self.codel = Codel::default();
+        }
+    }
+
     /// Switches the scheduler.
     pub fn set_scheduler(&mut self, kind: SchedulerKind) {
         self.scheduler = scheduler::build(kind);

@@ -61,12 +61,6 @@ pub fn testbed(a: TestbedArgs) -> anyhow::Result<()> {
     for w in hosts::unapplied(&scenario.tcp) {
         eprintln!("braid testbed: {w}");
     }
-    for s in scenario.schemes.iter().filter(|s| s.aqm) {
-        eprintln!(
-            "braid testbed: scheme {}: `aqm = true` applies to the simulator only; the daemons run without AQM",
-            s.name
-        );
-    }
     a.scenario.check_versus(&scenario.schemes)?;
     let report = run(&scenario, &a, a.scenario.json)?;
     a.scenario.show(&report)

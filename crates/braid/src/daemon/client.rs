@@ -351,6 +351,7 @@ impl Client {
         scfg.session_id = id;
         scfg.seed = u64::from_le_bytes(seed);
         scfg.recovery = self.cfg.session.recovery();
+        scfg.aqm.enabled = self.cfg.session.aqm();
         scfg.scheduler = self.cfg.session.scheduler();
         scfg.max_packet = usize::from(self.mtu);
         let links: Vec<LinkConfig> =
@@ -542,6 +543,7 @@ impl Client {
         if let Some(k) = self.keyed.as_mut() {
             k.session.set_recovery(cfg.session.recovery());
             k.session.set_scheduler(cfg.session.scheduler());
+            k.session.set_aqm(cfg.session.aqm());
         }
         for u in &cfg.uplink {
             if let Some(id) = self.find_link(&u.name) {
@@ -554,7 +556,12 @@ impl Client {
             }
         }
         self.cfg.session = cfg.session.clone();
-        tracing::info!(recovery = %cfg.session.recovery(), scheduler = %cfg.session.scheduler(), "settings reloaded");
+        tracing::info!(
+            recovery = %cfg.session.recovery(),
+            scheduler = %cfg.session.scheduler(),
+            aqm = cfg.session.aqm(),
+            "settings reloaded"
+        );
     }
 }
 

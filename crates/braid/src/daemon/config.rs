@@ -234,6 +234,11 @@ pub struct SessionSettings {
     /// Scheduler (`SchedulerKind::from_str`), default `min-delay`.
     #[serde(default)]
     pub scheduler: Option<Scheduler>,
+    /// CoDel on the predicted uplink queue at braid's ingress (`braid_proto::aqm`), default off:
+    /// for bulk flows over long fat uplinks, where a passenger's TCP would otherwise fill the
+    /// modems' buffers until a burst is lost at once.
+    #[serde(default)]
+    pub aqm: Option<bool>,
 }
 
 impl SessionSettings {
@@ -245,6 +250,11 @@ impl SessionSettings {
     /// The scheduler in force.
     pub fn scheduler(&self) -> SchedulerKind {
         self.scheduler.map_or(SchedulerKind::MinDelay, |s| s.0)
+    }
+
+    /// Whether braid's ingress AQM is on.
+    pub fn aqm(&self) -> bool {
+        self.aqm.unwrap_or(false)
     }
 }
 
@@ -476,6 +486,15 @@ public_key = "3p7bfXt9wbTTW2HC7OQ1Nz+DQ8hbeGdNrfx+FG+IK08="
         assert_eq!(c.tun.address, Ipv4Cidr { addr: Ipv4Addr::new(10, 77, 0, 2), prefix: 24 });
         assert_eq!(c.mtu().unwrap(), 1500 - 28 - braid_proto::wire::MAX_CARRIER_OVERHEAD as u16 - 16);
         assert_eq!(c.session.recovery(), RecoveryKind::Oec);
+        assert!(!c.session.aqm(), "AQM is off unless asked for");
+        let on =
+            ClientConfig::parse(&CLIENT.replace("scheduler = \"min-delay\"", "scheduler = \"min-delay\"\naqm = true"));
+        assert!(on.unwrap().session.aqm());
+        let e = format!(
+            "{:#}",
+            ClientConfig::parse(&CLIENT.replace("scheduler = \"min-delay\"", "aqm = \"yes\"")).unwrap_err()
+        );
+        assert!(e.contains("aqm") || e.contains("boolean"), "{e}");
     }
 
     #[test]
