@@ -3,6 +3,7 @@
 
 use super::{LinkId, tx_time_us};
 use crate::time::Instant;
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -38,6 +39,24 @@ pub const PROBES_TO_ACTIVATE: u32 = 3;
 /// QUIC's probe timeout (RFC 9002 6.2) asks the same question before giving up on a path.
 pub const PROBES_BEFORE_DOWN: u32 = 3;
 
+/// Sends remembered for checking the queue model against the peer's echoes: at 10 Mbit/s about
+/// 5 s of full-size datagrams, more than any echo takes to come back.
+const SEND_LOG: usize = 4096;
+
+/// How far the queue a datagram actually met may exceed the model's figure for it before the
+/// model is corrected: above the few milliseconds by which a host's scheduling jitters receive
+/// timestamps, below the 200 ms a modem's buffer holds.
+pub const QUEUE_CORRECTION_MIN: Duration = Duration::from_millis(10);
+
+/// One datagram sent: its wire timestamp, when, and the queue the model predicted it would
+/// meet, µs, its own transmission included.
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    wire_ts: u32,
+    at: Instant,
+    queue_us: f64,
+}
+
 /// The sender's view of one link.
 #[derive(Debug, Clone)]
 pub struct TxLink {
@@ -70,6 +89,8 @@ pub struct TxLink {
     pub probe_id: u32,
     /// When the state last changed.
     pub since: Instant,
+    sends: VecDeque<Sent>,
+    corrected_at: Option<Instant>,
 }
 
 impl TxLink {
@@ -95,6 +116,8 @@ impl TxLink {
             last_probe: None,
             probe_id: 0,
             since: now,
+            sends: VecDeque::new(),
+            corrected_at: None,
         }
     }
 
@@ -159,6 +182,10 @@ impl TxLink {
     pub fn on_send(&mut self, now: Instant, size: usize) -> u64 {
         self.queue_us = self.queue_left_us(now) + tx_time_us(size, self.capacity_bps());
         self.queue_at = now;
+        if self.sends.len() == SEND_LOG {
+            self.sends.pop_front();
+        }
+        self.sends.push_back(Sent { wire_ts: now.wire_timestamp(), at: now, queue_us: self.queue_us });
         self.last_send = Some(now);
         if self.first_unconfirmed.is_none() {
             self.first_unconfirmed = Some(now);
@@ -166,6 +193,36 @@ impl TxLink {
         let s = self.next_seq;
         self.next_seq += 1;
         s
+    }
+
+    /// Checks the queue model against what the peer measured: the datagram we sent at `echo_ts`
+    /// (our wire clock) spent `measured_us` above the link's empty-queue delay (its own
+    /// transmission included). When that is more than [`QUEUE_CORRECTION_MIN`] above the queue
+    /// the model predicted for it, the model is behind the real bottleneck (a capacity estimate
+    /// too high, or traffic braid does not see), and the difference is added to the running
+    /// queue. Returns whether it corrected.
+    ///
+    /// PluriBus 5.2 keeps the queue open loop, from the capacity estimate alone. Opportunistic
+    /// coding fills every moment the model calls idle, so an estimate even a few per cent high
+    /// builds a real queue that grows until the modem's buffer overflows: on the testbed, where
+    /// receive timestamps clump, a 10 Mbit/s path's estimate swung between 9.1 and 13.3 Mbit/s
+    /// and braid lost 1-9 % of its packets to that path's buffer. Coded packets are scavenger
+    /// traffic, and LEDBAT (RFC 6817) is the answer for that: watch the one-way delay. Each
+    /// send is corrected at most once: echoes of datagrams sent before the last correction
+    /// carry the error already added.
+    pub fn check_queue(&mut self, now: Instant, echo_ts: u32, measured_us: i64) -> bool {
+        let Some(sent) = self.sends.iter().rev().find(|s| s.wire_ts == echo_ts).copied() else { return false };
+        if self.corrected_at.is_some_and(|c| sent.at <= c) {
+            return false;
+        }
+        let error = measured_us as f64 - sent.queue_us;
+        if error <= QUEUE_CORRECTION_MIN.as_micros() as f64 {
+            return false;
+        }
+        self.queue_us = self.queue_left_us(now) + error;
+        self.queue_at = now;
+        self.corrected_at = self.last_send.or(Some(now));
+        true
     }
 
     /// Applies the peer's report of this link: capacity (kbit/s, 0 = none), loss, d + δ.
@@ -272,6 +329,34 @@ mod tests {
         // After draining, a new send starts from an empty queue, not a negative one.
         l.on_send(t0 + Duration::from_millis(50), 1250);
         assert_eq!(l.queue_delay(t0 + Duration::from_millis(50)), Duration::from_millis(10));
+    }
+
+    #[test]
+    fn echoes_of_a_deeper_queue_correct_the_model_once() {
+        let mut l = link(); // 1 Mbit/s: 1250 bytes take 10 ms
+        let t0 = Instant::from_millis(10);
+        for _ in 0..10 {
+            l.on_send(t0, 1250);
+        }
+        let last_ts = t0.wire_timestamp();
+        // The model says the tenth packet met 100 ms (its own 10 included). Within the margin
+        // of that, nothing moves.
+        let later = t0 + Duration::from_millis(40);
+        assert!(!l.check_queue(later, last_ts, 105_000));
+        assert_eq!(l.queue_delay(later), Duration::from_millis(60));
+        // The peer saw it wait 150 ms: the real queue is 50 ms deeper than modelled.
+        assert!(l.check_queue(later, last_ts, 150_000));
+        assert_eq!(l.queue_delay(later), Duration::from_millis(110));
+        // The same error echoed again (a later report, or an older packet) is not added twice.
+        assert!(!l.check_queue(later, last_ts, 150_000));
+        // A send after the correction may correct again; unknown timestamps never do.
+        let t1 = t0 + Duration::from_millis(50);
+        l.on_send(t1, 1250);
+        assert!(!l.check_queue(t1, 12345, 1_000_000));
+        assert!(l.check_queue(t1, t1.wire_timestamp(), 200_000));
+        // A queue shorter than the model's is left to the capacity estimator.
+        l.on_send(t1 + Duration::from_millis(1), 1250);
+        assert!(!l.check_queue(t1, (t1 + Duration::from_millis(1)).wire_timestamp(), 0));
     }
 
     #[test]

@@ -87,7 +87,7 @@ impl Session {
         match parsed {
             Body::Data(d) => self.on_data(now, h.flags, d),
             Body::Coded(c) => self.on_coded(now, c),
-            Body::Feedback(f) => self.on_feedback(now, &f),
+            Body::Feedback(f) => self.on_feedback(now, h.timestamp, &f),
             Body::Probe(p) => self.on_probe(now, &h, p),
             Body::Close(c) => {
                 tracing::debug!(reason = c.reason, "peer closed the session");
@@ -174,11 +174,21 @@ impl Session {
         }
     }
 
-    fn on_feedback(&mut self, now: Instant, f: &FeedbackRepr) {
+    /// A feedback body; `sent_ts` is the peer's wire timestamp on the datagram that carried it.
+    fn on_feedback(&mut self, now: Instant, sent_ts: u32, f: &FeedbackRepr) {
         self.on_cum_ack(now, f.cum_ack);
         for r in &f.links {
             let Some(slot) = self.slot_mut(r.link) else { continue };
             slot.tx.on_report(r.capacity_kbps, r.loss_rate(), Some(r.owd_us));
+            // The echoed datagram reached the peer `echo_delay` before this report left (the
+            // peer's clock); less our send time, that is its one-way delay plus the clocks'
+            // offset, and less the empty-queue delay the peer measures with the same offset
+            // (d + δ), the queue it met.
+            let arrived = sent_ts.wrapping_sub(r.echo_delay_us);
+            let queued = i64::from(arrived.wrapping_sub(r.echo_timestamp).wrapping_sub(r.owd_us) as i32);
+            if r.owd_us != 0 && slot.tx.check_queue(now, r.echo_timestamp, queued) {
+                slot.counters.queue_corrections += 1;
+            }
             slot.rx.bootstrap(f64::from(r.reverse_hint_kbps) * 1000.0);
             // The echo is our own timestamp: when we sent the newest packet the peer got here.
             let age = now.wire_timestamp().wrapping_sub(r.echo_timestamp);

@@ -129,4 +129,7 @@ pub struct LinkCounters {
     pub bytes_received: u64,
     /// Times the link went down.
     pub downs: u64,
+    /// Times the peer's echoes showed a queue above the model's and corrected it
+    /// ([`crate::link::TxLink::check_queue`]).
+    pub queue_corrections: u64,
 }

@@ -148,5 +148,11 @@ pub fn render(s: &DaemonStatus) -> String {
     metric("uplink_bytes_sent_total", "Bytes sent.", "counter", per_link(&|u| u.bytes_sent as f64));
     metric("uplink_bytes_received_total", "Bytes received.", "counter", per_link(&|u| u.bytes_received as f64));
     metric("uplink_downs_total", "Times the uplink went down.", "counter", per_link(&|u| u.downs as f64));
+    metric(
+        "uplink_queue_corrections_total",
+        "Times the peer's echoes showed a deeper queue than the model and corrected it.",
+        "counter",
+        per_link(&|u| u.queue_corrections as f64),
+    );
     o
 }

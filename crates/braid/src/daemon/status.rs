@@ -146,6 +146,9 @@ pub struct UplinkStatus {
     pub bytes_received: u64,
     /// Times it went down.
     pub downs: u64,
+    /// Times the peer's echoes showed a deeper queue than braid's model, which was corrected.
+    #[serde(default)]
+    pub queue_corrections: u64,
     /// Scheduler weight.
     pub weight: u32,
 }
@@ -182,6 +185,7 @@ pub fn session_status(
                 bytes_sent: l.counters.bytes_sent,
                 bytes_received: l.counters.bytes_received,
                 downs: l.counters.downs,
+                queue_corrections: l.counters.queue_corrections,
                 weight: l.weight,
             }
         })
