@@ -29,6 +29,8 @@ TESTBED_CASES = [3, 4, 8]
 TESTBED_CONTENDERS = [
     ("oec", 'recovery = "oec"\nscheduler = "min-delay"', "braid: PluriBus OEC, delay-based link choice"),
     ("rlnc", 'recovery = "rlnc"\nscheduler = "min-delay"', "braid: sliding-window RLNC into spare capacity"),
+    ("oec-aqm", 'recovery = "oec"\nscheduler = "min-delay"\naqm = true', "braid: OEC with CoDel at its ingress"),
+    ("rlnc-aqm", 'recovery = "rlnc"\nscheduler = "min-delay"\naqm = true', "braid: RLNC with CoDel at its ingress"),
     ("mptcp", 'peer = "mptcp"', "kernel Multipath TCP, one subflow per path (FMTCP's baseline)"),
     ("plain", 'peer = "plain"', "kernel TCP on the best single path, today's practice"),
 ]
