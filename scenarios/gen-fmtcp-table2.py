@@ -31,6 +31,11 @@ TESTBED_CONTENDERS = [
     ("rlnc", 'recovery = "rlnc"\nscheduler = "min-delay"', "braid: sliding-window RLNC into spare capacity"),
     ("oec-aqm", 'recovery = "oec"\nscheduler = "min-delay"\naqm = true', "braid: OEC with CoDel at its ingress"),
     ("rlnc-aqm", 'recovery = "rlnc"\nscheduler = "min-delay"\naqm = true', "braid: RLNC with CoDel at its ingress"),
+    (
+        "oec-wrr-aqm",
+        'recovery = "oec"\nscheduler = "wrr"\nweights = "auto"\naqm = true',
+        "braid: OEC, NATALIE's auto weights (lossy or far paths get little data), CoDel",
+    ),
     ("mptcp", 'peer = "mptcp"', "kernel Multipath TCP, one subflow per path (FMTCP's baseline)"),
     ("plain", 'peer = "plain"', "kernel TCP on the best single path, today's practice"),
 ]
