@@ -350,9 +350,7 @@ impl Client {
         let mut scfg = SessionConfig::new(Role::Client);
         scfg.session_id = id;
         scfg.seed = u64::from_le_bytes(seed);
-        scfg.recovery = self.cfg.session.recovery();
-        scfg.aqm.enabled = self.cfg.session.aqm();
-        scfg.scheduler = self.cfg.session.scheduler();
+        self.cfg.session.configure(&mut scfg);
         scfg.max_packet = usize::from(self.mtu);
         let links: Vec<LinkConfig> =
             self.cfg.uplink.iter().enumerate().map(|(i, u)| link_config(i, u, self.server)).collect();
@@ -541,9 +539,7 @@ impl Client {
             }
         };
         if let Some(k) = self.keyed.as_mut() {
-            k.session.set_recovery(cfg.session.recovery());
-            k.session.set_scheduler(cfg.session.scheduler());
-            k.session.set_aqm(cfg.session.aqm());
+            cfg.session.apply(&mut k.session);
         }
         for u in &cfg.uplink {
             if let Some(id) = self.find_link(&u.name) {
@@ -559,7 +555,7 @@ impl Client {
         tracing::info!(
             recovery = %cfg.session.recovery(),
             scheduler = %cfg.session.scheduler(),
-            aqm = cfg.session.aqm(),
+            aqm = cfg.session.aqm,
             "settings reloaded"
         );
     }

@@ -6,7 +6,7 @@
 
 use anyhow::{Context, bail};
 use braid_proto::crypto::{CipherSuite, PeerConfig, PublicKey, StaticSecret};
-use braid_proto::{RecoveryKind, SchedulerKind};
+use braid_proto::{RecoveryKind, SchedulerKind, Session, SessionConfig};
 use serde::Deserialize;
 use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -238,7 +238,7 @@ pub struct SessionSettings {
     /// for bulk flows over long fat uplinks, where a passenger's TCP would otherwise fill the
     /// modems' buffers until a burst is lost at once.
     #[serde(default)]
-    pub aqm: Option<bool>,
+    pub aqm: bool,
 }
 
 impl SessionSettings {
@@ -252,9 +252,18 @@ impl SessionSettings {
         self.scheduler.map_or(SchedulerKind::MinDelay, |s| s.0)
     }
 
-    /// Whether braid's ingress AQM is on.
-    pub fn aqm(&self) -> bool {
-        self.aqm.unwrap_or(false)
+    /// Puts these settings into a new session's configuration.
+    pub fn configure(&self, scfg: &mut SessionConfig) {
+        scfg.recovery = self.recovery();
+        scfg.scheduler = self.scheduler();
+        scfg.aqm.enabled = self.aqm;
+    }
+
+    /// Applies these settings to a running session (SIGHUP).
+    pub fn apply(&self, session: &mut Session) {
+        session.set_recovery(self.recovery());
+        session.set_scheduler(self.scheduler());
+        session.set_aqm(self.aqm);
     }
 }
 
@@ -486,10 +495,10 @@ public_key = "3p7bfXt9wbTTW2HC7OQ1Nz+DQ8hbeGdNrfx+FG+IK08="
         assert_eq!(c.tun.address, Ipv4Cidr { addr: Ipv4Addr::new(10, 77, 0, 2), prefix: 24 });
         assert_eq!(c.mtu().unwrap(), 1500 - 28 - braid_proto::wire::MAX_CARRIER_OVERHEAD as u16 - 16);
         assert_eq!(c.session.recovery(), RecoveryKind::Oec);
-        assert!(!c.session.aqm(), "AQM is off unless asked for");
+        assert!(!c.session.aqm, "AQM is off unless asked for");
         let on =
             ClientConfig::parse(&CLIENT.replace("scheduler = \"min-delay\"", "scheduler = \"min-delay\"\naqm = true"));
-        assert!(on.unwrap().session.aqm());
+        assert!(on.unwrap().session.aqm);
         let e = format!(
             "{:#}",
             ClientConfig::parse(&CLIENT.replace("scheduler = \"min-delay\"", "aqm = \"yes\"")).unwrap_err()

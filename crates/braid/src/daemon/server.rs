@@ -404,9 +404,7 @@ impl Server {
         let mut scfg = SessionConfig::new(Role::Server);
         scfg.session_id = id;
         scfg.seed = u64::from_le_bytes(seed);
-        scfg.recovery = self.cfg.session.recovery();
-        scfg.aqm.enabled = self.cfg.session.aqm();
-        scfg.scheduler = self.cfg.session.scheduler();
+        self.cfg.session.configure(&mut scfg);
         scfg.max_packet = usize::from(self.mtu);
         Session::new(scfg, &[], now)
     }
@@ -532,16 +530,18 @@ impl Server {
     fn reload(&mut self) {
         match ServerConfig::load(&self.path) {
             Ok(c) => {
-                let (r, s, aqm) = (c.session.recovery(), c.session.scheduler(), c.session.aqm());
+                for v in self.sessions.values_mut() {
+                    c.session.apply(&mut v.session);
+                }
+                tracing::info!(
+                    recovery = %c.session.recovery(),
+                    scheduler = %c.session.scheduler(),
+                    aqm = c.session.aqm,
+                    "settings reloaded"
+                );
                 self.cfg.session = c.session;
                 self.cfg.max_sessions = c.max_sessions;
                 self.cfg.session_idle_s = c.session_idle_s;
-                for v in self.sessions.values_mut() {
-                    v.session.set_recovery(r);
-                    v.session.set_scheduler(s);
-                    v.session.set_aqm(aqm);
-                }
-                tracing::info!(recovery = %r, scheduler = %s, aqm, "settings reloaded");
             }
             Err(e) => tracing::error!(error = format_args!("{e:#}"), "reload refused; keeping the running settings"),
         }
