@@ -5,7 +5,7 @@
 use core::fmt::Display;
 #[cfg(feature = "async")]
 use core::task::Waker;
-use core::{fmt, mem};
+use core::{cmp, fmt, mem};
 
 use crate::phy::PacketMeta;
 #[cfg(feature = "async")]
@@ -179,6 +179,12 @@ struct RttEstimator {
     // simulator can model end hosts of another era (RFC 2988's 3 s initial RTO).
     initial_rto: u32,
     min_rto: u32,
+    // braid: the latest RTT sample (ms) and how many were taken, for delay-based slow-start
+    // exit (`Cubic`'s HyStart).
+    last_sample: u32,
+    samples: u32,
+    // braid: HyStart's round count: a round ends when what was sent at its start is ACKed.
+    round: u32,
 }
 
 impl Default for RttEstimator {
@@ -200,7 +206,28 @@ impl RttEstimator {
             rto_count: 0,
             initial_rto,
             min_rto,
+            last_sample: 0,
+            samples: 0,
+            round: 0,
         }
+    }
+
+    /// braid: the latest per-ACK RTT sample in ms, with the number taken so far (HyStart's;
+    /// the RTO keeps smoltcp's one timed segment per round trip).
+    #[allow(dead_code)]
+    fn latest_sample(&self) -> (u32, u32) {
+        (self.last_sample, self.samples)
+    }
+
+    /// braid: HyStart's round count (see `round`).
+    #[allow(dead_code)]
+    fn round(&self) -> u32 {
+        self.round
+    }
+
+    fn hystart_sample(&mut self, ms: u32) {
+        self.last_sample = ms;
+        self.samples = self.samples.wrapping_add(1);
     }
 
     fn retransmission_timeout(&self) -> Duration {
@@ -312,6 +339,8 @@ enum Timer {
 
 const ACK_DELAY_DEFAULT: Duration = Duration::from_millis(10);
 const CLOSE_DELAY: Duration = Duration::from_millis(10_000);
+/// braid: most SACK scoreboard entries kept (each is a run of data above a hole).
+const SACK_BOARD_MAX: usize = 64;
 
 impl Timer {
     fn new() -> Timer {
@@ -536,6 +565,27 @@ pub struct Socket<'a> {
     local_rx_dup_acks: u8,
     /// If a fast retransmit needs to occur
     pending_fast_retransmit: bool,
+    /// braid: RFC 6675 SACK-based loss recovery in place of smoltcp's one segment per three
+    /// duplicate ACKs (`set_sack_recovery`); effective when the remote permits SACK.
+    sack_recovery: bool,
+    /// braid: the remote's SACKed ranges above `local_seq_no`, sorted and disjoint (RFC 6675's
+    /// scoreboard).
+    sack_board: alloc::vec::Vec<(TcpSeqNumber, TcpSeqNumber)>,
+    /// braid: the highest sequence number sent when loss recovery began, while in it
+    /// (RFC 6675 RecoveryPoint).
+    recovery_point: Option<TcpSeqNumber>,
+    /// braid: everything below this was retransmitted in the current recovery (RFC 6675 HighRxt).
+    high_rxt: TcpSeqNumber,
+    /// braid: the highest sequence number sent before a retransmission timeout, until it is
+    /// ACKed; no SACK recovery starts before (RFC 6675 5.1).
+    rto_point: Option<TcpSeqNumber>,
+    /// braid: HyStart on (`set_hystart`): the end and send time of each segment of new data
+    /// in flight, so that every ACK gives an RTT sample, as Linux's do (smoltcp times one
+    /// segment per round trip, too few to see a queue build within a round).
+    hystart: bool,
+    hystart_sends: alloc::collections::VecDeque<(TcpSeqNumber, Instant)>,
+    /// braid: the sequence number that ends HyStart's current round (RFC 9406 windowEnd).
+    hystart_round_end: Option<TcpSeqNumber>,
 
     /// Duration for Delayed ACK. If None no ACKs will be delayed.
     ack_delay: Option<Duration>,
@@ -627,6 +677,14 @@ impl<'a> Socket<'a> {
             local_rx_last_seq: None,
             local_rx_dup_acks: 0,
             pending_fast_retransmit: false,
+            sack_recovery: false,
+            sack_board: alloc::vec::Vec::new(),
+            recovery_point: None,
+            high_rxt: TcpSeqNumber::default(),
+            rto_point: None,
+            hystart: false,
+            hystart_sends: alloc::collections::VecDeque::new(),
+            hystart_round_end: None,
             ack_delay: Some(ACK_DELAY_DEFAULT),
             ack_delay_timer: AckDelayTimer::Idle,
             challenge_ack_timer: Instant::from_secs(0),
@@ -707,6 +765,26 @@ impl<'a> Socket<'a> {
     /// the controller's default, and before the connection sends data.
     pub fn set_initial_window(&mut self, bytes: usize) {
         self.congestion_controller.inner_mut().set_initial_window(bytes);
+    }
+
+    /// braid: recover from losses as RFC 6675 does when the remote permits SACK (RFC 2018): keep
+    /// a scoreboard of SACKed data, enter recovery once per window (one congestion response),
+    /// retransmit every hole below the highest SACKed byte while the data in the network
+    /// ("pipe", not the flight size) is under the congestion window, and after a timeout resend
+    /// only what was not SACKed. As a receiver, report up to three SACK blocks, not one. Off,
+    /// smoltcp's own recovery stays: one segment per three duplicate ACKs, each a new window cut.
+    pub fn set_sack_recovery(&mut self, enabled: bool) {
+        self.sack_recovery = enabled;
+    }
+
+    /// braid: leave slow start when the round-trip time grows, as Linux's CUBIC does (HyStart;
+    /// the delay rule of RFC 9406): once the window is 16 segments or more, an RTT sample at
+    /// least min RTT + clamp(min RTT / 8, 4 ms, 16 ms) sets ssthresh to the window, so that the
+    /// window stops doubling before it overflows the bottleneck's buffer. CUBIC only; call it
+    /// after `set_congestion_control`.
+    pub fn set_hystart(&mut self, enabled: bool) {
+        self.hystart = enabled;
+        self.congestion_controller.inner_mut().set_hystart(enabled);
     }
 
     /// Return the current congestion control algorithm.
@@ -960,6 +1038,11 @@ impl<'a> Socket<'a> {
         self.remote_last_ts = None;
         self.ack_delay_timer = AckDelayTimer::Idle;
         self.challenge_ack_timer = Instant::from_secs(0);
+        // braid: the SACK recovery setting outlives a reset, its state does not.
+        self.sack_board.clear();
+        self.recovery_point = None;
+        self.rto_point = None;
+        self.hystart_sends.clear();
 
         #[cfg(feature = "async")]
         {
@@ -1433,10 +1516,140 @@ impl<'a> Socket<'a> {
     }
 
     fn cwnd_remaining(&self) -> usize {
+        // braid: with SACK recovery, RFC 6675's pipe: SACKed data has left the network.
         self.congestion_controller
             .inner()
             .window()
-            .saturating_sub(self.flight_size())
+            .saturating_sub(self.pipe())
+    }
+
+    /// braid: whether RFC 6675 recovery is in use on this connection.
+    fn sack_active(&self) -> bool {
+        self.sack_recovery && self.remote_has_sack
+    }
+
+    /// braid: RFC 6675 section 4's pipe, the octets still in the network: those sent below
+    /// `remote_last_seq` and not yet cumulatively ACKed, less those SACKed and, in recovery,
+    /// less the holes below the highest SACK not yet retransmitted (deemed lost).
+    fn pipe(&self) -> usize {
+        let flight = self.flight_size();
+        if !self.sack_active() || self.sack_board.is_empty() {
+            return flight;
+        }
+        let end = self.remote_last_seq;
+        let mut sacked = 0;
+        for &(l, r) in &self.sack_board {
+            if l < end {
+                sacked += r.min(end) - l;
+            }
+        }
+        let lost = if self.recovery_point.is_some() {
+            let mut cursor = self.high_rxt.max(self.local_seq_no);
+            let mut lost = 0;
+            for &(l, r) in &self.sack_board {
+                if cursor < l && l <= end {
+                    lost += l - cursor;
+                }
+                cursor = cursor.max(r);
+            }
+            lost
+        } else {
+            0
+        };
+        flight.saturating_sub(sacked + lost)
+    }
+
+    /// braid: merges an ACK's SACK blocks into the scoreboard and forgets what `ack` covers.
+    /// Blocks at or below `ack` (D-SACK, RFC 2883) or beyond what was sent are ignored.
+    fn sack_update(&mut self, ack: TcpSeqNumber, ranges: &[Option<(u32, u32)>; 3]) {
+        for &(l, r) in ranges.iter().flatten() {
+            let (l, r) = (TcpSeqNumber(l as i32), TcpSeqNumber(r as i32));
+            if r <= l || r <= ack || r > self.remote_last_seq.max(self.local_seq_no) {
+                continue;
+            }
+            // Bounded like Linux's (at most one entry per hole); a full board drops the block.
+            if self.sack_board.len() >= SACK_BOARD_MAX {
+                continue;
+            }
+            self.sack_board.push((l.max(ack), r));
+        }
+        self.sack_board.retain(|&(_, r)| r > ack);
+        for block in self.sack_board.iter_mut() {
+            block.0 = block.0.max(ack);
+        }
+        self.sack_board
+            .sort_unstable_by(|a, b| a.0.partial_cmp(&b.0).unwrap_or(cmp::Ordering::Equal));
+        let mut merged: alloc::vec::Vec<(TcpSeqNumber, TcpSeqNumber)> =
+            alloc::vec::Vec::with_capacity(self.sack_board.len());
+        for &(l, r) in &self.sack_board {
+            match merged.last_mut() {
+                Some(last) if l <= last.1 => last.1 = last.1.max(r),
+                _ => merged.push((l, r)),
+            }
+        }
+        self.sack_board = merged;
+    }
+
+    /// braid: RFC 6675 section 5 on every ACK: update the scoreboard, leave recovery once the
+    /// recovery point is ACKed, and enter it (one congestion response) when three duplicate ACKs
+    /// arrived or more than two segments above the cumulative ACK were SACKed (IsLost).
+    fn sack_on_ack(&mut self, cx: &mut Context, ack: TcpSeqNumber, repr: &TcpRepr) {
+        self.sack_update(ack, &repr.sack_ranges);
+        if let Some(point) = self.recovery_point {
+            if ack >= point {
+                self.recovery_point = None;
+            }
+        }
+        if let Some(point) = self.rto_point {
+            if ack >= point {
+                self.rto_point = None;
+            }
+        }
+        if self.recovery_point.is_some() || self.rto_point.is_some() || ack >= self.remote_last_seq {
+            return;
+        }
+        let sacked: usize = self.sack_board.iter().map(|&(l, r)| r - l).sum();
+        if self.local_rx_dup_acks >= 3 || sacked > 2 * self.remote_mss {
+            net_debug!("entering SACK recovery at {}", ack);
+            self.recovery_point = Some(self.remote_last_seq);
+            self.high_rxt = ack;
+            let in_flight = self.flight_size();
+            self.congestion_controller
+                .inner_mut()
+                .on_loss(cx.now(), in_flight);
+            // Karn: no RTT sample from what may be retransmitted.
+            self.rtte.on_retransmit();
+        }
+    }
+
+    /// braid: RFC 6675 NextSeg rule 1, the next hole below the highest SACKed octet not yet
+    /// retransmitted in this recovery, as (start, length), if the congestion window has room.
+    fn sack_rtx_due(&self) -> Option<(TcpSeqNumber, usize)> {
+        self.recovery_point?;
+        if self.cwnd_remaining() == 0 {
+            return None;
+        }
+        let mut seq = self.high_rxt.max(self.local_seq_no);
+        for &(l, r) in &self.sack_board {
+            if seq < l {
+                return Some((seq, l - seq));
+            }
+            seq = seq.max(r);
+        }
+        None
+    }
+
+    /// braid: after a timeout rewound `remote_last_seq`, skip what the remote already SACKed
+    /// rather than send it again.
+    fn sack_skip_sent(&mut self) {
+        if !self.sack_active() {
+            return;
+        }
+        for &(l, r) in &self.sack_board {
+            if l <= self.remote_last_seq && self.remote_last_seq < r {
+                self.remote_last_seq = r;
+            }
+        }
     }
 
     /// Return the amount of octets queued in the receive buffer. This value can be larger than
@@ -1562,6 +1775,19 @@ impl<'a> Socket<'a> {
                     .map(|(left, right)| (ack + left, ack + right))
                     .next()
                     .map(|(left, right)| (left.0 as u32, right.0 as u32));
+            }
+
+            // braid: RFC 2018 section 4: the other blocks held, so that one lost ACK does not
+            // hide a hole from a sender using SACK recovery (`set_sack_recovery`).
+            if self.sack_recovery {
+                let first = reply_repr.sack_ranges[0];
+                let mut others = self
+                    .assembler
+                    .iter_data()
+                    .map(|(left, right)| ((ack + left).0 as u32, (ack + right).0 as u32))
+                    .filter(|&block| Some(block) != first);
+                reply_repr.sack_ranges[1] = others.next();
+                reply_repr.sack_ranges[2] = others.next();
             }
         }
 
@@ -2150,18 +2376,22 @@ impl<'a> Socket<'a> {
                         }
                     );
 
-                    if self.local_rx_dup_acks == 3 {
+                    // braid: with SACK recovery, `sack_on_ack` below decides, and the pipe
+                    // (not Reno's window inflation) accounts for what left the network.
+                    if self.local_rx_dup_acks == 3 && !self.sack_active() {
                         self.timer.set_for_fast_retransmit();
                         net_debug!("started fast retransmit");
                     }
 
                     // Notify of duplicate ACK
-                    let in_flight = self.flight_size();
-                    self.congestion_controller.inner_mut().on_dup_ack(
-                        cx.now(),
-                        self.remote_mss,
-                        in_flight,
-                    );
+                    if !self.sack_active() {
+                        let in_flight = self.flight_size();
+                        self.congestion_controller.inner_mut().on_dup_ack(
+                            cx.now(),
+                            self.remote_mss,
+                            in_flight,
+                        );
+                    }
                 }
 
                 // No duplicate ACK means we reset the duplicate ACK count
@@ -2175,6 +2405,25 @@ impl<'a> Socket<'a> {
 
                     // Notify of fresh ACK
                     self.rtte.on_ack(cx.now(), ack_number);
+                    // braid: HyStart's per-ACK sample, from the newest segment this ACK covers.
+                    if self.hystart {
+                        if self.hystart_round_end.is_none_or(|end| ack_number >= end) {
+                            self.rtte.round = self.rtte.round.wrapping_add(1);
+                            self.hystart_round_end = Some(self.remote_last_seq);
+                        }
+                        let mut sent_at = None;
+                        while let Some(&(end, at)) = self.hystart_sends.front() {
+                            if end > ack_number {
+                                break;
+                            }
+                            sent_at = Some(at);
+                            self.hystart_sends.pop_front();
+                        }
+                        if let Some(at) = sent_at {
+                            self.rtte
+                                .hystart_sample((cx.now() - at).total_millis() as u32);
+                        }
+                    }
                     let new_flight_size = self.flight_size().saturating_sub(ack_len);
                     self.congestion_controller.inner_mut().on_ack(
                         cx.now(),
@@ -2196,6 +2445,13 @@ impl<'a> Socket<'a> {
             // deallocated from the buffer.
             if self.remote_last_seq < self.local_seq_no {
                 self.remote_last_seq = self.local_seq_no
+            }
+        }
+
+        // braid: RFC 6675 scoreboard and recovery (`set_sack_recovery`).
+        if let Some(ack_number) = repr.ack_number {
+            if self.sack_active() && ack_number >= self.local_seq_no {
+                self.sack_on_ack(cx, self.local_seq_no, repr);
             }
         }
 
@@ -2333,6 +2589,10 @@ impl<'a> Socket<'a> {
     fn seq_to_transmit(&self, cx: &mut Context) -> bool {
         // Fast retransmits should always send, even if later congestion checks would disallow
         if self.pending_fast_retransmit && !self.tx_buffer.is_empty() {
+            return true;
+        }
+        // braid: a hole to retransmit in SACK recovery.
+        if self.sack_rtx_due().is_some() {
             return true;
         }
 
@@ -2519,6 +2779,15 @@ impl<'a> Socket<'a> {
                 // Rewind "last sequence number sent", as if we never
                 // had sent them. This will cause all data in the queue
                 // to be sent again.
+                // braid: RFC 6675 5.1: a timeout ends SACK recovery and none starts again
+                // before what was sent is ACKed; the scoreboard stays, so that what was
+                // SACKed is not sent again (`sack_skip_sent`).
+                if self.sack_active() {
+                    let sent = self.remote_last_seq.max(self.rto_point.unwrap_or(self.remote_last_seq));
+                    self.rto_point = Some(sent);
+                    self.recovery_point = None;
+                }
+                self.hystart_sends.clear();
                 self.remote_last_seq = self.local_seq_no;
 
                 // Inform RTTE, so that it can can handle RTO backoff
@@ -2550,6 +2819,8 @@ impl<'a> Socket<'a> {
         if matches!(self.state, State::SynReceived) && self.synack_paused {
             return Ok(());
         }
+
+        self.sack_skip_sent();
 
         // Decide whether we're sending a packet.
         if self.seq_to_transmit(cx) {
@@ -2665,7 +2936,21 @@ impl<'a> Socket<'a> {
                 let local_mss = cx.ip_mtu() - ip_repr.header_len() - TCP_HEADER_LEN;
                 let effective_mss = local_mss.min(self.remote_mss).saturating_sub(options_len);
 
-                let offset = if self.pending_fast_retransmit {
+                let offset = if let Some((seq, len)) = self.sack_rtx_due() {
+                    // braid: RFC 6675 NextSeg rule 1, one segment of the next hole.
+                    let size = effective_mss.min(len);
+                    let offset = seq - self.local_seq_no;
+                    repr.seq_number = seq;
+                    repr.payload = self.tx_buffer.get_allocated(offset, size);
+                    self.high_rxt = seq + repr.payload.len();
+                    // Like Linux, the timer restarts when the oldest segment is resent, so that
+                    // it waits for the resend's round trip, not the original's.
+                    if seq == self.local_seq_no {
+                        let rto = self.rtte.retransmission_timeout();
+                        self.timer.set_for_retransmit(cx.now(), rto);
+                    }
+                    offset
+                } else if self.pending_fast_retransmit {
                     let size = effective_mss.min(self.tx_buffer.len());
                     repr.seq_number = self.local_seq_no;
                     repr.payload = self.tx_buffer.get_allocated(0, size);
@@ -2850,6 +3135,18 @@ impl<'a> Socket<'a> {
         // carry a fake segment.
         if is_keep_alive {
             return Ok(());
+        }
+
+        // braid: HyStart's send times, first transmissions only (Karn).
+        if self.hystart
+            && repr.segment_len() > 0
+            && repr.seq_number + repr.segment_len() > self.remote_last_seq
+        {
+            if self.hystart_sends.len() >= 8192 {
+                self.hystart_sends.pop_front();
+            }
+            self.hystart_sends
+                .push_back((repr.seq_number + repr.segment_len(), cx.now()));
         }
 
         // We've sent a packet successfully, so we can update the internal state now.

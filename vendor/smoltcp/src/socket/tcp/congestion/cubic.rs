@@ -33,6 +33,17 @@ pub struct Cubic {
     // again (RFC 5681 section 3.1).
     in_rto_recovery: bool,
     idle_start: Option<Instant>, // RFC 9438 §4.2: when in-flight last hit 0
+
+    // braid: HyStart's delay rule (`Socket::set_hystart`): on, the smallest RTT sample seen
+    // (ms) and how many samples were looked at.
+    hystart: bool,
+    min_rtt: u32,
+    samples_seen: u32,
+    // This round's number, smallest sample and sample count (RFC 9406 4.2; the socket counts
+    // rounds).
+    round: u32,
+    round_min: u32,
+    round_samples: u32,
 }
 
 impl Cubic {
@@ -52,6 +63,12 @@ impl Cubic {
             in_fast_recovery: false,
             in_rto_recovery: false,
             idle_start: None,
+            hystart: false,
+            min_rtt: u32::MAX,
+            samples_seen: 0,
+            round: 0,
+            round_min: u32::MAX,
+            round_samples: 0,
         };
         cubic.recompute_k();
         cubic
@@ -108,6 +125,34 @@ impl Controller for Cubic {
             self.w_est = self.cwnd as f64;
             return;
         } else if self.cwnd < self.ssthresh {
+            // braid: HyStart (RFC 9406 4.2's delay rule, as Linux's `hystart_update`): while
+            // the window is below the path's BDP the queue drains between bursts, so a round's
+            // smallest RTT is the path's; once a whole round's smallest is clamp(min / 16, 4 ms,
+            // 16 ms) above the minimum, a standing queue has formed and slow start ends, before
+            // the window overflows the bottleneck's buffer. RFC 9406 and Linux judge a round by
+            // its first 8 ACKs against min / 8; here a round's first ACKs are the queued tail of
+            // the previous burst, so the whole round is judged, which sees the queue a round
+            // later, hence half the threshold (with the window growing 1.5x per round, min / 8
+            // let a 200 ms path with a one-BDP buffer overflow it).
+            let (sample, samples) = rtt.latest_sample();
+            if self.hystart && samples != self.samples_seen {
+                self.samples_seen = samples;
+                self.min_rtt = self.min_rtt.min(sample.max(1));
+                if rtt.round() != self.round {
+                    let thresh = (self.min_rtt / 16).clamp(4, 16);
+                    let queued = self.round_samples >= 8
+                        && self.round_min >= self.min_rtt.saturating_add(thresh);
+                    self.round = rtt.round();
+                    self.round_min = u32::MAX;
+                    self.round_samples = 0;
+                    if queued && self.cwnd >= 16 * self.mss {
+                        self.ssthresh = self.cwnd;
+                        return;
+                    }
+                }
+                self.round_min = self.round_min.min(sample);
+                self.round_samples += 1;
+            }
             // Slow start: increase `cwnd` by 1 MSS per ACK.
             self.cwnd = self
                 .cwnd
@@ -237,6 +282,10 @@ impl Controller for Cubic {
     fn set_mss(&mut self, mss: usize) {
         self.mss = mss;
         self.recompute_k();
+    }
+
+    fn set_hystart(&mut self, enabled: bool) {
+        self.hystart = enabled;
     }
 
     // braid: see `Socket::set_initial_window`.
