@@ -223,6 +223,8 @@ impl<'a> World<'a> {
             h.initial_rto = tcp.initial_rto;
             h.min_rto = tcp.min_rto;
             h.initial_window = tcp.initial_window;
+            h.sack = tcp.sack;
+            h.hystart = tcp.hystart;
             h.mss_clamp = Some(tcp.mss);
             h.socket_buffer = tcp.buffer_bytes;
             h.seed = seed ^ salt;

@@ -104,6 +104,11 @@ pub struct HostConfig {
     pub min_rto: Duration,
     /// Congestion window of a new connection, bytes.
     pub initial_window: usize,
+    /// SACK loss recovery (RFC 2018, RFC 6675; smoltcp's `set_sack_recovery`), for the host
+    /// as sender and as receiver (three SACK blocks per ACK).
+    pub sack: bool,
+    /// HyStart's delay-based slow-start exit (CUBIC only; smoltcp's `set_hystart`).
+    pub hystart: bool,
     /// Upper bound on the MSS, like a router's MSS clamping in front of a tunnel; applied by
     /// lowering the MTU the stack sees to `mss + 40`.
     pub mss_clamp: Option<u16>,
@@ -133,6 +138,8 @@ impl HostConfig {
             initial_rto: Duration::from_secs(1),
             min_rto: Duration::from_millis(200),
             initial_window: 14_600,
+            sack: false,
+            hystart: false,
             mss_clamp: None,
             socket_buffer: 256 * 1024,
             seed: 0,
@@ -260,6 +267,8 @@ pub struct TcpHost {
     initial_rto: Duration,
     min_rto: Duration,
     initial_window: usize,
+    sack: bool,
+    hystart: bool,
     limits: Limits,
     iface: Interface,
     device: QueueDevice,
@@ -318,6 +327,8 @@ impl TcpHost {
             initial_rto: config.initial_rto,
             min_rto: config.min_rto,
             initial_window: config.initial_window,
+            sack: config.sack,
+            hystart: config.hystart,
             limits: Limits { idle_timeout: config.idle_timeout, linger: config.linger },
             iface,
             device,
@@ -494,6 +505,8 @@ impl TcpHost {
         socket.set_congestion_control(self.congestion);
         socket.set_initial_window(self.initial_window);
         socket.set_rto_bounds(self.initial_rto.into(), self.min_rto.into());
+        socket.set_sack_recovery(self.sack);
+        socket.set_hystart(self.hystart);
 
         // The sender writes whole buffers at once; Nagle would only hold back the last segment
         // of a flow behind an ACK the peer delays.

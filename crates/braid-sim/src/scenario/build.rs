@@ -10,9 +10,9 @@ use super::doc::{self, Doc, Loc};
 use super::raw::*;
 use super::scheme::{Peer, Recovery, SchedulerKind, SchemeKind, SchemeSpec, Weights};
 use super::{
-    Congestion, DEFAULT_BUFFER_KB, DEFAULT_DELAY_MS, DEFAULT_INITIAL_RTO_MS, DEFAULT_INITIAL_WINDOW_BYTES,
-    DEFAULT_MIN_RTO_MS, DEFAULT_MSS, DEFAULT_PACKET_BYTES, DEFAULT_QUEUE_KB, DEFAULT_RUNS, DEFAULT_SEED, Direction,
-    LinkSpec, Scenario, ScenarioError, TcpSpec, WorkloadSpec,
+    Congestion, DEFAULT_BUFFER_KB, DEFAULT_DELAY_MS, DEFAULT_HYSTART, DEFAULT_INITIAL_RTO_MS,
+    DEFAULT_INITIAL_WINDOW_BYTES, DEFAULT_MIN_RTO_MS, DEFAULT_MSS, DEFAULT_PACKET_BYTES, DEFAULT_QUEUE_KB,
+    DEFAULT_RUNS, DEFAULT_SACK, DEFAULT_SEED, Direction, LinkSpec, Scenario, ScenarioError, TcpSpec, WorkloadSpec,
 };
 use crate::link::{LinkDirSpec, LossSpec, Outage, RateSpec, Schedule, Trace};
 use crate::workload::Dist;
@@ -536,5 +536,7 @@ fn tcp(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawTcp) -> Result<TcpSpec> {
         initial_rto,
         min_rto,
         initial_window: initial_window as usize,
+        sack: raw.sack.unwrap_or(DEFAULT_SACK),
+        hystart: raw.hystart.unwrap_or(DEFAULT_HYSTART),
     })
 }

@@ -227,6 +227,13 @@ pub struct TcpSpec {
     /// Congestion window a connection starts with (`initial_window_bytes`; RFC 6928 and Linux:
     /// 14600, ten 1460-byte segments; RFC 3390: 4380).
     pub initial_window: usize,
+    /// Selective acknowledgements (`sack`; RFC 2018 with RFC 6675 loss recovery, as Linux and
+    /// the testbed's hosts run them). Off, the simulator's hosts recover as smoltcp does: one
+    /// segment per three duplicate ACKs, each cutting the window again.
+    pub sack: bool,
+    /// Delay-based slow-start exit (`hystart`; Linux's CUBIC runs HyStart, RFC 9406's delay
+    /// rule): CUBIC leaves slow start when the RTT grows, before the window overflows a buffer.
+    pub hystart: bool,
 }
 
 /// Defaults of `[tcp]`: today's Linux, as passengers' phones and servers run it.
@@ -235,6 +242,10 @@ pub const DEFAULT_INITIAL_RTO_MS: u64 = 1000;
 pub const DEFAULT_MIN_RTO_MS: u64 = 200;
 /// See [`DEFAULT_INITIAL_RTO_MS`].
 pub const DEFAULT_INITIAL_WINDOW_BYTES: usize = 14_600;
+/// Default of `[tcp] sack`.
+pub const DEFAULT_SACK: bool = false;
+/// Default of `[tcp] hystart`.
+pub const DEFAULT_HYSTART: bool = false;
 
 impl Default for TcpSpec {
     fn default() -> Self {
@@ -245,6 +256,8 @@ impl Default for TcpSpec {
             initial_rto: Duration::from_millis(DEFAULT_INITIAL_RTO_MS),
             min_rto: Duration::from_millis(DEFAULT_MIN_RTO_MS),
             initial_window: DEFAULT_INITIAL_WINDOW_BYTES,
+            sack: DEFAULT_SACK,
+            hystart: DEFAULT_HYSTART,
         }
     }
 }

@@ -138,6 +138,8 @@ pub(crate) struct RawTcp {
     pub initial_rto_ms: Option<f64>,
     pub min_rto_ms: Option<f64>,
     pub initial_window_bytes: Option<u64>,
+    pub sack: Option<bool>,
+    pub hystart: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -154,6 +154,8 @@ buffer_kb = 100
 initial_rto_ms = 3000
 min_rto_ms = 300
 initial_window_bytes = 4380
+sack = true
+hystart = true
 "#;
     let s = Scenario::from_str(text, &dir).unwrap();
     assert_eq!((s.name.as_str(), s.duration, s.runs, s.seed), ("all", Duration::from_millis(12_500), 3, 99));
@@ -210,6 +212,8 @@ initial_window_bytes = 4380
             initial_rto: Duration::from_secs(3),
             min_rto: Duration::from_millis(300),
             initial_window: 4380,
+            sack: true,
+            hystart: true,
         }
     );
 }

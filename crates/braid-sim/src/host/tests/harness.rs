@@ -114,6 +114,11 @@ pub(crate) struct Net {
     pub(crate) trace_hash: u64,
     pub(crate) hash_trace: bool,
     pub(crate) packets_sent: u64,
+    /// Drop-tail queue: a packet that would wait longer than this behind the rate is dropped
+    /// (none: unbounded).
+    pub(crate) queue_limit: Option<Duration>,
+    /// Packets `queue_limit` dropped.
+    pub(crate) queue_drops: usize,
 }
 
 impl Net {
@@ -131,6 +136,8 @@ impl Net {
             busy_until: [Instant::ZERO; 2],
             sent: [0; 2],
             rng: ChaCha8Rng::seed_from_u64(pipe.seed),
+            queue_limit: None,
+            queue_drops: 0,
             events: Vec::new(),
             outcomes: BTreeMap::new(),
             started: BTreeMap::new(),
@@ -245,6 +252,10 @@ impl Net {
             mangle(from, index, &mut packet);
         }
         let mut depart = self.now.max(self.busy_until[from.index()]);
+        if self.queue_limit.is_some_and(|limit| depart > self.now + limit) {
+            self.queue_drops += 1;
+            return;
+        }
         if let Some(rate) = self.pipe.rate_bps {
             depart += Duration::from_nanos(packet.len() as u64 * 8 * 1_000_000_000 / rate);
             self.busy_until[from.index()] = depart;

@@ -523,3 +523,71 @@ fn speed() {
     );
     let _ = RIDER;
 }
+
+/// A 2 MB download over a 20 ms pipe without a rate limit (so no queue, and no RTT growth that
+/// a timeout could mistake for loss) that loses four data packets of one window (every other
+/// one from the 300th web packet on; the resends, sent from the 308th on, all arrive): its
+/// completion time, and how many payload bytes the web host sent in all.
+fn burst_loss_run(sack: bool) -> (Duration, usize) {
+    let (mut r, mut w) = configs(5);
+    for h in [&mut r, &mut w] {
+        h.sack = sack;
+    }
+    let mut pipe = Pipe::lan();
+    pipe.rate_bps = None;
+    let mut net = Net::new(pipe, r, w);
+    let sent = std::rc::Rc::new(std::cell::Cell::new(0usize));
+    let counter = sent.clone();
+    net.drop = Some(Box::new(move |side, index, packet| {
+        if side == Side::Web && tcp_payload_len(packet) > 0 {
+            counter.set(counter.get() + tcp_payload_len(packet));
+        }
+        side == Side::Web && (300..307).contains(&index) && index % 2 == 0
+    }));
+    net.start(FlowId(1), Dir::Down, Some(2_000_000));
+    assert!(net.run_flows(secs(120.0)));
+    assert_eq!(completed_bytes(&net, FlowId(1), Side::Rider), 2_000_000);
+    (net.fct(FlowId(1)).unwrap(), sent.get())
+}
+
+#[test]
+fn sack_recovery_resends_only_the_holes_of_a_burst() {
+    let (fct_sack, sent_sack) = burst_loss_run(true);
+    let (fct_plain, sent_plain) = burst_loss_run(false);
+    // RFC 6675: the four holes (full segments) are resent once each, in the same recovery, and
+    // nothing the receiver SACKed goes again.
+    assert_eq!(sent_sack, 2_000_000 + 4 * 1460);
+    // smoltcp's own recovery resends one hole per three duplicate ACKs and cuts the window each
+    // time, so the same losses cost it longer.
+    assert!(fct_sack < fct_plain, "SACK {fct_sack:?}, smoltcp's recovery {fct_plain:?} ({sent_plain} sent)");
+}
+
+/// Bytes a bulk download delivered in its first 20 s over a 10 Mbit/s, 100 ms one-way pipe
+/// whose drop-tail queue holds 300 ms (1.5 bandwidth-delay products), and how many packets that
+/// queue dropped.
+fn bulk_over_a_small_queue(hystart: bool) -> (u64, usize) {
+    let (mut r, mut w) = configs(9);
+    for h in [&mut r, &mut w] {
+        h.sack = true;
+        h.hystart = hystart;
+        h.socket_buffer = 4_000_000;
+    }
+    let mut pipe = Pipe::lan();
+    pipe.delay = Duration::from_millis(100);
+    let mut net = Net::new(pipe, r, w);
+    net.queue_limit = Some(Duration::from_millis(300));
+    net.start(FlowId(1), Dir::Down, None);
+    net.run_until(secs(20.0), |_| false);
+    (net.rider.bytes_received(FlowId(1)), net.queue_drops)
+}
+
+#[test]
+fn hystart_leaves_slow_start_before_the_queue_overflows() {
+    let (bytes_hystart, drops_hystart) = bulk_over_a_small_queue(true);
+    let (bytes_plain, drops_plain) = bulk_over_a_small_queue(false);
+    // Without HyStart the window grows until the queue overflows and loses a large part of a
+    // window; with it, slow start ends on the growing RTT.
+    assert!(drops_plain > 50, "slow start without HyStart dropped only {drops_plain}");
+    assert!(drops_hystart < drops_plain / 4, "HyStart {drops_hystart} drops, without {drops_plain}");
+    assert!(bytes_hystart > bytes_plain, "HyStart {bytes_hystart} bytes, without {bytes_plain}");
+}
