@@ -23,6 +23,18 @@ SCHEMES = [
     ("fountain-eat", "fountain", "eat", "FMTCP: RaptorQ blocks with Eq. 4 repair, EAT link choice"),
     ("arq", "arq", "min-delay", "retransmission on the fastest link"),
 ]
+# braid's other schemes, each a (name, keys, why) as for the testbed below.
+EXTRA_SCHEMES = [
+    ("oec-aqm", 'recovery = "oec"\nscheduler = "min-delay"\naqm = true', "OEC with CoDel at braid's ingress"),
+    ("rlnc", 'recovery = "rlnc"\nscheduler = "min-delay"', "sliding-window RLNC into spare capacity"),
+    ("rlnc-aqm", 'recovery = "rlnc"\nscheduler = "min-delay"\naqm = true', "RLNC with CoDel at braid's ingress"),
+    (
+        "oec-wrr-aqm",
+        'recovery = "oec"\nscheduler = "wrr"\nweights = "auto"\naqm = true',
+        "OEC, NATALIE's auto weights (lossy or far paths get little data), CoDel",
+    ),
+    ("oec-eat", 'recovery = "oec"\nscheduler = "eat"', "OEC with FMTCP's EAT link choice"),
+]
 # One bulk CUBIC flow down; the simulator's files add their end hosts' buffer after it.
 WORKLOAD = ["[workload]", 'kind = "bulk"', "flows = 1", 'direction = "down"', "", "[tcp]", 'congestion = "cubic"']
 TESTBED_CASES = [3, 4, 8]
@@ -67,10 +79,15 @@ for i, (delay, loss) in enumerate(CASES, 1):
         "# One long TCP flow; buffers big enough for both paths' BDP so the window does not cap goodput.",
         *WORKLOAD,
         "buffer_kb = 4000",
+        "# Linux's loss recovery and slow-start exit, as the testbed's hosts (and FMTCP's) run them.",
+        "sack = true",
+        "hystart = true",
         "",
     ]
     for name, rec, sched, why in SCHEMES:
         out += [f"# {why}", "[[scheme]]", f'name = "{name}"', f'recovery = "{rec}"', f'scheduler = "{sched}"', ""]
+    for name, body, why in EXTRA_SCHEMES:
+        out += [f"# {why}", "[[scheme]]", f'name = "{name}"', body, ""]
     with open(os.path.join(HERE, f"fmtcp-table2-case{i}.toml"), "w") as f:
         f.write("\n".join(out))
     if i not in TESTBED_CASES:
