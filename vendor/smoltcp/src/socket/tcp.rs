@@ -778,13 +778,14 @@ impl<'a> Socket<'a> {
     }
 
     /// braid: leave slow start when the round-trip time grows, as Linux's CUBIC does (HyStart;
-    /// the delay rule of RFC 9406): once the window is 16 segments or more, an RTT sample at
-    /// least min RTT + clamp(min RTT / 8, 4 ms, 16 ms) sets ssthresh to the window, so that the
-    /// window stops doubling before it overflows the bottleneck's buffer. CUBIC only; call it
-    /// after `set_congestion_control`.
+    /// the delay rule of RFC 9406): the socket takes an RTT sample from every ACK and counts
+    /// rounds, and once the window is 16 segments or more, a whole round whose smallest sample
+    /// is at least min RTT + clamp(min RTT / 16, 4 ms, 16 ms) sets ssthresh to the window, so
+    /// that the window stops growing before it overflows the bottleneck's buffer (`Cubic`'s
+    /// `on_ack` says why the round and the threshold differ from Linux's). CUBIC only: other
+    /// controllers ignore the samples.
     pub fn set_hystart(&mut self, enabled: bool) {
         self.hystart = enabled;
-        self.congestion_controller.inner_mut().set_hystart(enabled);
     }
 
     /// Return the current congestion control algorithm.
@@ -1543,20 +1544,26 @@ impl<'a> Socket<'a> {
                 sacked += r.min(end) - l;
             }
         }
-        let lost = if self.recovery_point.is_some() {
-            let mut cursor = self.high_rxt.max(self.local_seq_no);
-            let mut lost = 0;
-            for &(l, r) in &self.sack_board {
-                if cursor < l && l <= end {
-                    lost += l - cursor;
-                }
-                cursor = cursor.max(r);
-            }
-            lost
+        let lost: usize = if self.recovery_point.is_some() {
+            self.sack_holes()
+                .filter(|&(start, len)| start + len <= end)
+                .map(|(_, len)| len)
+                .sum()
         } else {
             0
         };
         flight.saturating_sub(sacked + lost)
+    }
+
+    /// braid: the holes below the highest SACKed octet not yet retransmitted in this recovery
+    /// (from RFC 6675's HighRxt on), in order, as (start, length).
+    fn sack_holes(&self) -> impl Iterator<Item = (TcpSeqNumber, usize)> + '_ {
+        let mut cursor = self.high_rxt.max(self.local_seq_no);
+        self.sack_board.iter().filter_map(move |&(l, r)| {
+            let hole = (cursor < l).then(|| (cursor, l - cursor));
+            cursor = cursor.max(r);
+            hole
+        })
     }
 
     /// braid: merges an ACK's SACK blocks into the scoreboard and forgets what `ack` covers.
@@ -1579,15 +1586,14 @@ impl<'a> Socket<'a> {
         }
         self.sack_board
             .sort_unstable_by(|a, b| a.0.partial_cmp(&b.0).unwrap_or(cmp::Ordering::Equal));
-        let mut merged: alloc::vec::Vec<(TcpSeqNumber, TcpSeqNumber)> =
-            alloc::vec::Vec::with_capacity(self.sack_board.len());
-        for &(l, r) in &self.sack_board {
-            match merged.last_mut() {
-                Some(last) if l <= last.1 => last.1 = last.1.max(r),
-                _ => merged.push((l, r)),
+        // Merge overlapping or touching blocks in place (no allocation per ACK).
+        self.sack_board.dedup_by(|next, kept| {
+            let overlaps = next.0 <= kept.1;
+            if overlaps {
+                kept.1 = kept.1.max(next.1);
             }
-        }
-        self.sack_board = merged;
+            overlaps
+        });
     }
 
     /// braid: RFC 6675 section 5 on every ACK: update the scoreboard, leave recovery once the
@@ -1629,14 +1635,7 @@ impl<'a> Socket<'a> {
         if self.cwnd_remaining() == 0 {
             return None;
         }
-        let mut seq = self.high_rxt.max(self.local_seq_no);
-        for &(l, r) in &self.sack_board {
-            if seq < l {
-                return Some((seq, l - seq));
-            }
-            seq = seq.max(r);
-        }
-        None
+        self.sack_holes().next()
     }
 
     /// braid: after a timeout rewound `remote_last_seq`, skip what the remote already SACKed

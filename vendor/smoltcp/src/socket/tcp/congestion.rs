@@ -38,9 +38,6 @@ pub(super) trait Controller {
 
     /// braid: set the window a connection starts with (`Socket::set_initial_window`).
     fn set_initial_window(&mut self, bytes: usize) {}
-
-    /// braid: delay-based slow-start exit (`Socket::set_hystart`).
-    fn set_hystart(&mut self, enabled: bool) {}
 }
 
 #[derive(Debug)]

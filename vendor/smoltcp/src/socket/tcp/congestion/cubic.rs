@@ -34,9 +34,8 @@ pub struct Cubic {
     in_rto_recovery: bool,
     idle_start: Option<Instant>, // RFC 9438 §4.2: when in-flight last hit 0
 
-    // braid: HyStart's delay rule (`Socket::set_hystart`): on, the smallest RTT sample seen
-    // (ms) and how many samples were looked at.
-    hystart: bool,
+    // braid: HyStart's delay rule (`Socket::set_hystart`, which is what feeds it samples): the
+    // smallest RTT sample seen (ms) and how many samples were looked at.
     min_rtt: u32,
     samples_seen: u32,
     // This round's number, smallest sample and sample count (RFC 9406 4.2; the socket counts
@@ -63,7 +62,6 @@ impl Cubic {
             in_fast_recovery: false,
             in_rto_recovery: false,
             idle_start: None,
-            hystart: false,
             min_rtt: u32::MAX,
             samples_seen: 0,
             round: 0,
@@ -135,7 +133,7 @@ impl Controller for Cubic {
             // later, hence half the threshold (with the window growing 1.5x per round, min / 8
             // let a 200 ms path with a one-BDP buffer overflow it).
             let (sample, samples) = rtt.latest_sample();
-            if self.hystart && samples != self.samples_seen {
+            if samples != self.samples_seen {
                 self.samples_seen = samples;
                 self.min_rtt = self.min_rtt.min(sample.max(1));
                 if rtt.round() != self.round {
@@ -282,10 +280,6 @@ impl Controller for Cubic {
     fn set_mss(&mut self, mss: usize) {
         self.mss = mss;
         self.recompute_k();
-    }
-
-    fn set_hystart(&mut self, enabled: bool) {
-        self.hystart = enabled;
     }
 
     // braid: see `Socket::set_initial_window`.
