@@ -23,10 +23,12 @@ SCHEMES = [
     ("fountain-eat", "fountain", "eat", "FMTCP: RaptorQ blocks with Eq. 4 repair, EAT link choice"),
     ("arq", "arq", "min-delay", "retransmission on the fastest link"),
 ]
-# braid's other schemes, each a (name, keys, why) as for the testbed below.
-EXTRA_SCHEMES = [
-    ("oec-aqm", 'recovery = "oec"\nscheduler = "min-delay"\naqm = true', "OEC with CoDel at braid's ingress"),
+# braid's schemes beyond FMTCP's, each a (name, keys, why); both the simulator's and the testbed's
+# files carry them.
+BRAID_SCHEMES = [
+    ("oec", 'recovery = "oec"\nscheduler = "min-delay"', "PluriBus OEC, delay-based link choice"),
     ("rlnc", 'recovery = "rlnc"\nscheduler = "min-delay"', "sliding-window RLNC into spare capacity"),
+    ("oec-aqm", 'recovery = "oec"\nscheduler = "min-delay"\naqm = true', "OEC with CoDel at braid's ingress"),
     ("rlnc-aqm", 'recovery = "rlnc"\nscheduler = "min-delay"\naqm = true', "RLNC with CoDel at braid's ingress"),
     (
         "oec-wrr-aqm",
@@ -35,19 +37,15 @@ EXTRA_SCHEMES = [
     ),
     ("oec-eat", 'recovery = "oec"\nscheduler = "eat"', "OEC with FMTCP's EAT link choice"),
 ]
+# The simulator's files: SCHEMES above (where "oec" already is), then these, in this order.
+EXTRA_SCHEMES = [
+    next(b for b in BRAID_SCHEMES if b[0] == name) for name in ("oec-aqm", "rlnc", "rlnc-aqm", "oec-wrr-aqm", "oec-eat")
+]
 # One bulk CUBIC flow down; the simulator's files add their end hosts' buffer after it.
 WORKLOAD = ["[workload]", 'kind = "bulk"', "flows = 1", 'direction = "down"', "", "[tcp]", 'congestion = "cubic"']
 TESTBED_CASES = [3, 4, 8]
 TESTBED_CONTENDERS = [
-    ("oec", 'recovery = "oec"\nscheduler = "min-delay"', "braid: PluriBus OEC, delay-based link choice"),
-    ("rlnc", 'recovery = "rlnc"\nscheduler = "min-delay"', "braid: sliding-window RLNC into spare capacity"),
-    ("oec-aqm", 'recovery = "oec"\nscheduler = "min-delay"\naqm = true', "braid: OEC with CoDel at its ingress"),
-    ("rlnc-aqm", 'recovery = "rlnc"\nscheduler = "min-delay"\naqm = true', "braid: RLNC with CoDel at its ingress"),
-    (
-        "oec-wrr-aqm",
-        'recovery = "oec"\nscheduler = "wrr"\nweights = "auto"\naqm = true',
-        "braid: OEC, NATALIE's auto weights (lossy or far paths get little data), CoDel",
-    ),
+    *((name, body, f"braid: {why}") for name, body, why in BRAID_SCHEMES if name != "oec-eat"),
     ("mptcp", 'peer = "mptcp"', "kernel Multipath TCP, one subflow per path (FMTCP's baseline)"),
     ("plain", 'peer = "plain"', "kernel TCP on the best single path, today's practice"),
 ]
