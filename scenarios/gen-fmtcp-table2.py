@@ -77,9 +77,10 @@ for i, (delay, loss) in enumerate(CASES, 1):
         "# One long TCP flow; buffers big enough for both paths' BDP so the window does not cap goodput.",
         *WORKLOAD,
         "buffer_kb = 4000",
-        "# Linux's loss recovery and slow-start exit, as the testbed's hosts (and FMTCP's) run them.",
+        "# Linux's loss recovery, slow-start exit and RTO, as the testbed's hosts (and FMTCP's) run them.",
         "sack = true",
         "hystart = true",
+        "linux_rto = true",
         "",
     ]
     for name, rec, sched, why in SCHEMES:

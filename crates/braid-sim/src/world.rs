@@ -225,6 +225,7 @@ impl<'a> World<'a> {
             h.initial_window = tcp.initial_window;
             h.sack = tcp.sack;
             h.hystart = tcp.hystart;
+            h.linux_rto = tcp.linux_rto;
             h.mss_clamp = Some(tcp.mss);
             h.socket_buffer = tcp.buffer_bytes;
             h.seed = seed ^ salt;

@@ -109,6 +109,8 @@ pub struct HostConfig {
     pub sack: bool,
     /// HyStart's delay-based slow-start exit (CUBIC only; smoltcp's `set_hystart`).
     pub hystart: bool,
+    /// Linux's RTO rule, SRTT + max(4 x RTTVAR, min RTO) (smoltcp's `set_linux_rto`).
+    pub linux_rto: bool,
     /// Upper bound on the MSS, like a router's MSS clamping in front of a tunnel; applied by
     /// lowering the MTU the stack sees to `mss + 40`.
     pub mss_clamp: Option<u16>,
@@ -140,6 +142,7 @@ impl HostConfig {
             initial_window: 14_600,
             sack: false,
             hystart: false,
+            linux_rto: false,
             mss_clamp: None,
             socket_buffer: 256 * 1024,
             seed: 0,
@@ -269,6 +272,7 @@ pub struct TcpHost {
     initial_window: usize,
     sack: bool,
     hystart: bool,
+    linux_rto: bool,
     limits: Limits,
     iface: Interface,
     device: QueueDevice,
@@ -329,6 +333,7 @@ impl TcpHost {
             initial_window: config.initial_window,
             sack: config.sack,
             hystart: config.hystart,
+            linux_rto: config.linux_rto,
             limits: Limits { idle_timeout: config.idle_timeout, linger: config.linger },
             iface,
             device,
@@ -507,6 +512,7 @@ impl TcpHost {
         socket.set_rto_bounds(self.initial_rto.into(), self.min_rto.into());
         socket.set_sack_recovery(self.sack);
         socket.set_hystart(self.hystart);
+        socket.set_linux_rto(self.linux_rto);
 
         // The sender writes whole buffers at once; Nagle would only hold back the last segment
         // of a flow behind an ACK the peer delays.

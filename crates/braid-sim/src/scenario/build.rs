@@ -11,8 +11,9 @@ use super::raw::*;
 use super::scheme::{Peer, Recovery, SchedulerKind, SchemeKind, SchemeSpec, Weights};
 use super::{
     Congestion, DEFAULT_BUFFER_KB, DEFAULT_DELAY_MS, DEFAULT_HYSTART, DEFAULT_INITIAL_RTO_MS,
-    DEFAULT_INITIAL_WINDOW_BYTES, DEFAULT_MIN_RTO_MS, DEFAULT_MSS, DEFAULT_PACKET_BYTES, DEFAULT_QUEUE_KB,
-    DEFAULT_RUNS, DEFAULT_SACK, DEFAULT_SEED, Direction, LinkSpec, Scenario, ScenarioError, TcpSpec, WorkloadSpec,
+    DEFAULT_INITIAL_WINDOW_BYTES, DEFAULT_LINUX_RTO, DEFAULT_MIN_RTO_MS, DEFAULT_MSS, DEFAULT_PACKET_BYTES,
+    DEFAULT_QUEUE_KB, DEFAULT_RUNS, DEFAULT_SACK, DEFAULT_SEED, Direction, LinkSpec, Scenario, ScenarioError, TcpSpec,
+    WorkloadSpec,
 };
 use crate::link::{LinkDirSpec, LossSpec, Outage, RateSpec, Schedule, Trace};
 use crate::workload::Dist;
@@ -538,5 +539,6 @@ fn tcp(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawTcp) -> Result<TcpSpec> {
         initial_window: initial_window as usize,
         sack: raw.sack.unwrap_or(DEFAULT_SACK),
         hystart: raw.hystart.unwrap_or(DEFAULT_HYSTART),
+        linux_rto: raw.linux_rto.unwrap_or(DEFAULT_LINUX_RTO),
     })
 }

@@ -234,6 +234,10 @@ pub struct TcpSpec {
     /// Delay-based slow-start exit (`hystart`; Linux's CUBIC runs HyStart, RFC 9406's delay
     /// rule): CUBIC leaves slow start when the RTT grows, before the window overflows a buffer.
     pub hystart: bool,
+    /// Linux's retransmission timeout (`linux_rto`): SRTT + max(4 x RTTVAR, min RTO), so a steady
+    /// RTT leaves the RTO at least `min_rto` above it. Off, RFC 6298's max(min RTO, SRTT + 4 x
+    /// RTTVAR), which on a steady path times out on any delay spike above a few ms.
+    pub linux_rto: bool,
 }
 
 /// Defaults of `[tcp]`: today's Linux, as passengers' phones and servers run it.
@@ -246,6 +250,8 @@ pub const DEFAULT_INITIAL_WINDOW_BYTES: usize = 14_600;
 pub const DEFAULT_SACK: bool = false;
 /// Default of `[tcp] hystart`.
 pub const DEFAULT_HYSTART: bool = false;
+/// Default of `[tcp] linux_rto`.
+pub const DEFAULT_LINUX_RTO: bool = false;
 
 impl Default for TcpSpec {
     fn default() -> Self {
@@ -258,6 +264,7 @@ impl Default for TcpSpec {
             initial_window: DEFAULT_INITIAL_WINDOW_BYTES,
             sack: DEFAULT_SACK,
             hystart: DEFAULT_HYSTART,
+            linux_rto: DEFAULT_LINUX_RTO,
         }
     }
 }

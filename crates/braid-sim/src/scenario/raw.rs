@@ -140,6 +140,7 @@ pub(crate) struct RawTcp {
     pub initial_window_bytes: Option<u64>,
     pub sack: Option<bool>,
     pub hystart: Option<bool>,
+    pub linux_rto: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

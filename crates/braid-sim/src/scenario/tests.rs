@@ -156,6 +156,7 @@ min_rto_ms = 300
 initial_window_bytes = 4380
 sack = true
 hystart = true
+linux_rto = true
 "#;
     let s = Scenario::from_str(text, &dir).unwrap();
     assert_eq!((s.name.as_str(), s.duration, s.runs, s.seed), ("all", Duration::from_millis(12_500), 3, 99));
@@ -214,6 +215,7 @@ hystart = true
             initial_window: 4380,
             sack: true,
             hystart: true,
+            linux_rto: true,
         }
     );
 }

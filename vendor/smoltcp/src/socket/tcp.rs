@@ -179,6 +179,9 @@ struct RttEstimator {
     // simulator can model end hosts of another era (RFC 2988's 3 s initial RTO).
     initial_rto: u32,
     min_rto: u32,
+    // braid: Linux's RTO rule (`Socket::set_linux_rto`): the variance term is never below the
+    // minimum RTO, so RTO >= SRTT + min RTO.
+    linux_rto: bool,
     // braid: the latest RTT sample (ms) and how many were taken, for delay-based slow-start
     // exit (`Cubic`'s HyStart).
     last_sample: u32,
@@ -206,6 +209,7 @@ impl RttEstimator {
             rto_count: 0,
             initial_rto,
             min_rto,
+            linux_rto: false,
             last_sample: 0,
             samples: 0,
             round: 0,
@@ -253,7 +257,10 @@ impl RttEstimator {
         }
 
         // RFC 6298 (2.2), (2.3)
-        let margin = RTTE_MIN_MARGIN.max(self.rttvar * RTTE_K);
+        // braid: with `linux_rto`, Linux's tcp_set_rto: RTTVAR (as 4 x mdev) floored at
+        // tcp_rto_min, so a steady RTT does not leave the RTO a few ms above it.
+        let floor = if self.linux_rto { self.min_rto } else { RTTE_MIN_MARGIN };
+        let margin = floor.max(self.rttvar * RTTE_K);
         self.rto = (self.srtt + margin).clamp(self.min_rto, RTTE_MAX_RTO);
 
         self.rto_count = 0;
@@ -760,6 +767,15 @@ impl<'a> Socket<'a> {
         }
     }
 
+    /// braid: compute the RTO as Linux does, SRTT + max(4 x RTTVAR, min RTO), instead of RFC
+    /// 6298's max(min RTO, SRTT + 4 x RTTVAR). On a path whose RTT is steady, RFC 6298's RTO sits
+    /// a few ms above the RTT, and any delay spike (a link-layer retransmission, a tunnel's
+    /// sequencing buffer waiting for a repair) times out; Linux's waits at least the minimum RTO
+    /// (200 ms) longer than the smoothed RTT. Kept across a socket reset, as the RTO bounds are.
+    pub fn set_linux_rto(&mut self, enabled: bool) {
+        self.rtte.linux_rto = enabled;
+    }
+
     /// braid: sets the congestion window a new connection starts with, in bytes (RFC 3390:
     /// 3 segments; RFC 6928: 10). Call it after `set_congestion_control`, which starts over with
     /// the controller's default, and before the connection sends data.
@@ -1020,7 +1036,9 @@ impl<'a> Socket<'a> {
         self.state = State::Closed;
         self.timer = Timer::new();
         // braid: the configured RTO bounds outlive a reset (`set_rto_bounds`).
+        let linux_rto = self.rtte.linux_rto;
         self.rtte = RttEstimator::with_bounds(self.rtte.initial_rto, self.rtte.min_rto);
+        self.rtte.linux_rto = linux_rto;
         self.assembler = Assembler::new();
         self.tx_buffer.clear();
         self.rx_buffer.clear();

@@ -591,3 +591,52 @@ fn hystart_leaves_slow_start_before_the_queue_overflows() {
     assert!(drops_hystart < drops_plain / 4, "HyStart {drops_hystart} drops, without {drops_plain}");
     assert!(bytes_hystart > bytes_plain, "HyStart {bytes_hystart} bytes, without {bytes_plain}");
 }
+
+/// Payload bytes the sender of a 10 MB download sent, over a 100 ms one-way pipe whose ACKs
+/// stall once for about 290 ms (a hundred of them held back to arrive together, as when a
+/// tunnel's sequencing buffer waits out a repair), with Linux's RTO rule or RFC 6298's.
+fn sent_through_an_ack_stall(linux_rto: bool) -> usize {
+    let (mut r, mut w) = configs(11);
+    for h in [&mut r, &mut w] {
+        h.sack = true;
+        h.linux_rto = linux_rto;
+        // A window below the pipe's 250 kB bandwidth-delay product: no queue, so the RTT is a
+        // steady 200 ms and RFC 6298's RTO settles a few ms above it.
+        h.socket_buffer = 200_000;
+    }
+    let mut pipe = Pipe::lan();
+    pipe.delay = Duration::from_millis(100);
+    let mut net = Net::new(pipe, r, w);
+    // About 340 ACKs a second: ACK i of 1500..1600 waits (1600 - i) x 2.9 ms more, so they all
+    // land together.
+    net.extra_delay = Some(Box::new(|side, index, _| {
+        if side == Side::Rider && (1500..1600).contains(&index) {
+            Duration::from_micros((1600 - index) * 2_900)
+        } else {
+            Duration::ZERO
+        }
+    }));
+    let sent = std::rc::Rc::new(std::cell::Cell::new(0usize));
+    let counter = sent.clone();
+    net.drop = Some(Box::new(move |side, _, packet| {
+        if side == Side::Web {
+            counter.set(counter.get() + tcp_payload_len(packet));
+        }
+        false
+    }));
+    net.start(FlowId(1), Dir::Down, Some(10_000_000));
+    assert!(net.run_flows(secs(120.0)));
+    assert_eq!(completed_bytes(&net, FlowId(1), Side::Rider), 10_000_000);
+    sent.get()
+}
+
+#[test]
+fn linux_rto_rides_out_an_ack_stall_that_times_out_rfc_6298() {
+    let rfc = sent_through_an_ack_stall(false);
+    let linux = sent_through_an_ack_stall(true);
+    // RFC 6298: RTO = max(200 ms, SRTT + 4 RTTVAR), a few ms above a steady 200 ms RTT, so the
+    // stall times out and the window is sent again for nothing.
+    assert!(rfc > 10_000_000, "RFC 6298's RTO did not fire: {rfc} bytes sent");
+    // Linux: RTO >= SRTT + 200 ms; the stall ends first and nothing is sent twice.
+    assert_eq!(linux, 10_000_000, "Linux's RTO fired");
+}
