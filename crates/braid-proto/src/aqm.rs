@@ -15,8 +15,12 @@
 //! packet never leaves a hole the receiver waits for.
 //!
 //! Departure from RFC 8289: CoDel measures the sojourn of packets *leaving* a queue it owns.
-//! braid owns no queue (packets leave at once, into the modem), so it judges each packet by the
-//! queue it is about to join. The control law, the interval and the re-entry rule are CoDel's.
+//! Mostly braid owns no queue (packets leave at once, into the modem), so it judges each packet
+//! by the queue it is about to join, plus whatever time it waited in braid for a full link
+//! (under `min-delay` and `eat`, a link whose queue is at [`AqmConfig::link_queue_limit`] and
+//! still delivers first). The control law, the interval and the re-entry rule are CoDel's. Target
+//! and interval follow the uplinks' smallest *minimum* RTT (the last 10 s of probes), not the
+//! smoothed one, which grows with the very queue CoDel judges.
 
 use crate::time::Instant;
 use std::time::Duration;
@@ -47,8 +51,9 @@ pub struct AqmConfig {
     /// FMTCP Table II's 200 ms paths reached 5.2 Mbit/s of 20; at three, 14.6.
     pub interval_rtts: f64,
     /// Under `min-delay` and `eat`: a link whose queue of braid's packets is estimated above this
-    /// takes no new data while another link is below it, so a slower link is filled before a
-    /// faster one's buffer overflows.
+    /// takes no new data. Another link below it takes the packet if it delivers no later;
+    /// otherwise the packet waits in braid until the full link's queue is back at the limit, so
+    /// a modem's buffer does not overflow and a much slower link does not deliver it late.
     pub link_queue_limit: Duration,
 }
 

@@ -48,6 +48,9 @@ const SEND_LOG: usize = 4096;
 /// timestamps, below the 200 ms a modem's buffer holds.
 pub const QUEUE_CORRECTION_MIN: Duration = Duration::from_millis(10);
 
+/// How long a minimum RTT sample stands ([`TxLink::min_rtt`]); BBR's min-RTT filter uses 10 s.
+pub const MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
+
 /// One datagram sent: its wire timestamp, when, and the queue the model predicted it would
 /// meet, µs, its own transmission included.
 #[derive(Debug, Clone, Copy)]
@@ -78,6 +81,9 @@ pub struct TxLink {
     next_seq: u64,
     /// Smoothed RTT from probes.
     pub srtt: Option<Duration>,
+    /// Smallest probe RTT of the last [`MIN_RTT_WINDOW`] (with when it was taken): the path's
+    /// round trip without the queue braid's own traffic builds, which inflates `srtt`.
+    min_rtt: Option<(Duration, Instant)>,
     last_send: Option<Instant>,
     first_unconfirmed: Option<Instant>,
     unanswered_probes: u32,
@@ -109,6 +115,7 @@ impl TxLink {
             loss: 0.0,
             next_seq: 0,
             srtt: None,
+            min_rtt: None,
             last_send: None,
             first_unconfirmed: None,
             unanswered_probes: 0,
@@ -286,6 +293,21 @@ impl TxLink {
     /// Peer-reported d + δ (µs, wrapping), if any.
     pub fn owd_us(&self) -> Option<u32> {
         self.owd_us
+    }
+
+    /// Smallest probe RTT of the last [`MIN_RTT_WINDOW`].
+    pub fn min_rtt(&self) -> Option<Duration> {
+        self.min_rtt.map(|(rtt, _)| rtt)
+    }
+
+    /// Takes a probe RTT sample at `now` into the windowed minimum.
+    pub fn on_min_rtt_sample(&mut self, now: Instant, rtt: Duration) {
+        // A minimum older than the window is replaced, so a path that got longer is followed.
+        let stale =
+            self.min_rtt.is_none_or(|(min, at)| rtt <= min || now.saturating_duration_since(at) > MIN_RTT_WINDOW);
+        if stale {
+            self.min_rtt = Some((rtt, now));
+        }
     }
 
     /// Takes a probe RTT sample into the smoothed RTT (RFC 6298 gain 1/8).

@@ -12,9 +12,10 @@
 //! k of them that arrive recover any k missing packets of W with probability about 1 - 1/255 each,
 //! whatever the loss pattern. So no degree needs choosing and no estimate r is needed.
 //!
-//! Holes the receiver reports (NACKs) come first, as in braid's OEC, but as RLNC over the span of
-//! the reported holes rather than one degree-1 copy each: one such repair per report, any of them
-//! serving any hole, so a lost repair costs nothing specific. The span stops at the last reported
+//! Holes the receiver reports (NACKs) are repaired at once on the link that delivers first, as in
+//! braid's OEC, but as RLNC over the span of the reported holes rather than one degree-1 copy
+//! each: one such repair per report, any of them serving any hole, so a lost repair costs nothing
+//! specific. The span stops at the last reported
 //! hole, so packets the receiver has not yet missed (newer ones) do not join the system of
 //! equations it must solve before the oldest hole, the one blocking in-order delivery, comes back.
 //!
@@ -27,7 +28,7 @@
 //! useless, which the decoder rejects from their coefficients alone without touching the payload.
 
 use super::window::UnackedWindow;
-use super::{RecoveryKind, RecoverySender};
+use super::{RecoveryKind, RecoverySender, Repair};
 use crate::link::LinkId;
 use crate::time::Instant;
 use crate::wire::{CodeKind, Coverage};
@@ -120,6 +121,22 @@ impl RecoverySender for RlncSender {
         }
     }
 
+    /// Repairs owed to reported holes go at once, on the link that delivers first.
+    fn poll_repair(&mut self, now: Instant) -> Option<Repair> {
+        self.expire(now);
+        if self.owed == 0 || self.window.is_empty() {
+            return None;
+        }
+        let (&first, &last) = (self.holes.first()?, self.holes.last()?);
+        self.owed -= 1;
+        if self.owed == 0 {
+            self.holes.clear();
+        }
+        let span = (last - first + 1) as u16;
+        let seed = self.seed();
+        Some(Repair::Code { kind: CodeKind::Rlnc, coverage: Coverage { base: first, span, degree: span, seed } })
+    }
+
     fn wants_opportunity(&self) -> bool {
         !self.window.is_empty()
     }
@@ -130,16 +147,6 @@ impl RecoverySender for RlncSender {
             return None;
         }
         let seed = self.seed();
-        if self.owed > 0
-            && let (Some(&first), Some(&last)) = (self.holes.first(), self.holes.last())
-        {
-            self.owed -= 1;
-            if self.owed == 0 {
-                self.holes.clear();
-            }
-            let span = (last - first + 1) as u16;
-            return Some((CodeKind::Rlnc, Coverage { base: first, span, degree: span, seed }));
-        }
         let span = self.window.len().min(MAX_WINDOW) as u16;
         Some((CodeKind::Rlnc, Coverage { base: self.window.base(), span, degree: span, seed }))
     }
@@ -176,21 +183,25 @@ mod tests {
     }
 
     #[test]
-    fn reported_holes_get_one_repair_per_report_over_their_span() {
+    fn reported_holes_get_one_repair_per_report_over_their_span_at_once() {
+        let repair = |s: &mut RlncSender| match s.poll_repair(Instant::ZERO) {
+            Some(Repair::Code { kind: CodeKind::Rlnc, coverage }) => Some((coverage.base, coverage.span)),
+            None => None,
+            other => panic!("expected an RLNC repair, got {other:?}"),
+        };
         let mut s = sender_with(20);
+        assert_eq!(repair(&mut s), None, "nothing reported, nothing owed");
         s.on_nack(Instant::ZERO, 12);
         s.on_nack(Instant::ZERO, 5);
         s.on_nack(Instant::ZERO, 40); // not in W
-        let a = s.poll_opportunistic(Instant::ZERO, LinkId(0), 0.0).unwrap().1;
-        assert_eq!((a.base, a.span), (5, 8));
+        assert_eq!(repair(&mut s), Some((5, 8)));
         s.on_ack(Instant::ZERO, 6); // 5 arrived: only 12 is left
-        let b = s.poll_opportunistic(Instant::ZERO, LinkId(0), 0.0).unwrap().1;
-        assert_eq!((b.base, b.span), (12, 1), "the second report's repair covers what is left");
+        assert_eq!(repair(&mut s), Some((12, 1)), "the second report's repair covers what is left");
+        assert_eq!(repair(&mut s), None, "repairs paid");
         let c = s.poll_opportunistic(Instant::ZERO, LinkId(0), 0.0).unwrap().1;
-        assert_eq!((c.base, c.span), (6, 14), "repairs paid: back to all of W");
+        assert_eq!((c.base, c.span), (6, 14), "spare capacity: all of W");
         s.on_nack(Instant::ZERO, 12);
-        let d = s.poll_opportunistic(Instant::ZERO, LinkId(0), 0.0).unwrap().1;
-        assert_eq!((d.base, d.span), (12, 1));
+        assert_eq!(repair(&mut s), Some((12, 1)));
     }
 
     #[test]

@@ -27,6 +27,11 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+/// A link counts toward the receive-side delay spread while it has carried data (or repair)
+/// within this long of the newest such arrival on any link: the same second after which a silent
+/// link's queue is judged drained.
+const DATA_RECENT: Duration = Duration::from_secs(1);
+
 /// The session's timers (DESIGN.md 2; quinn-proto `connection/timer.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Timer {
@@ -141,6 +146,12 @@ pub(crate) struct LinkSlot {
     /// A probe should go out.
     pub(crate) probe_due: bool,
     pub(crate) counters: LinkCounters,
+    /// When the last passenger packet arrived on this link: only links the peer sends data on
+    /// can make an in-order packet trail behind a later one.
+    pub(crate) last_data: Option<Instant>,
+    /// When the last coded packet arrived on this link: links carrying repair decide how long a
+    /// hole may wait for it.
+    pub(crate) last_coded: Option<Instant>,
 }
 
 /// Metadata of a sent data packet.
@@ -162,9 +173,12 @@ pub struct Session {
     // Sender side.
     next_seq: u64,
     sent: PacketStore<SentMeta>,
-    /// Passenger packets waiting for a link; numbered when they leave, so a packet the AQM drops
-    /// leaves no hole.
-    pending_data: VecDeque<Bytes>,
+    /// Passenger packets waiting for a link, with when they came in; numbered when they leave,
+    /// so a packet the AQM drops leaves no hole.
+    pending_data: VecDeque<(Instant, Bytes)>,
+    /// With the AQM on, new data waits in `pending_data` until then: the link that delivers it
+    /// first has a full queue ([`crate::aqm::AqmConfig::link_queue_limit`]).
+    data_wait_until: Option<Instant>,
     codel: Codel,
     resends: VecDeque<(u64, Option<LinkId>)>,
     recovery: Box<dyn RecoverySender>,
@@ -217,6 +231,7 @@ impl Session {
             links: Vec::new(),
             next_seq: 0,
             pending_data: VecDeque::new(),
+            data_wait_until: None,
             codel: Codel::default(),
             resends: VecDeque::new(),
             peer_cum_ack: 0,
@@ -262,6 +277,8 @@ impl Session {
             replies: VecDeque::new(),
             probe_due: state == LinkState::Probing,
             counters: LinkCounters::default(),
+            last_data: None,
+            last_coded: None,
         });
         self.links.sort_by_key(|s| s.tx.id);
     }
@@ -314,7 +331,7 @@ impl Session {
     }
 
     /// Takes a passenger packet from the TUN side to carry to the other end.
-    pub fn handle_tun_packet(&mut self, _now: Instant, packet: &[u8]) -> Result<(), TunError> {
+    pub fn handle_tun_packet(&mut self, now: Instant, packet: &[u8]) -> Result<(), TunError> {
         if packet.is_empty() {
             self.stats.tun_refused += 1;
             return Err(TunError::Empty);
@@ -324,7 +341,7 @@ impl Session {
             return Err(TunError::TooLarge { len: packet.len(), max: self.cfg.max_packet });
         }
         self.stats.tun_in += 1;
-        self.pending_data.push_back(Bytes::copy_from_slice(packet));
+        self.pending_data.push_back((now, Bytes::copy_from_slice(packet)));
         Ok(())
     }
 
@@ -407,8 +424,10 @@ impl Session {
     pub fn timers(&self) -> Vec<(Timer, Instant)> {
         let mut out = Vec::new();
         let can_send = self.usable_slots().next().is_some();
-        if can_send && (!self.pending_data.is_empty() || !self.resends.is_empty() || !self.pending_nacks.is_empty()) {
+        if can_send && (!self.resends.is_empty() || !self.pending_nacks.is_empty()) {
             out.push((Timer::Pending, Instant::ZERO));
+        } else if can_send && !self.pending_data.is_empty() {
+            out.push((Timer::Pending, self.data_wait_until.unwrap_or(Instant::ZERO)));
         }
         if let Some(d) = self.reorder.poll_timeout() {
             out.push((Timer::Hold, d));
@@ -594,7 +613,7 @@ impl Session {
             return f;
         }
         let h = self.cfg.hold;
-        let mut hold = self.rx_queue_spread() + h.margin;
+        let mut hold = self.rx_queue_spread(true) + h.margin;
         if self.peer_wants_nacks {
             // Room for a resend and one retry: a hole waits for the report, a round trip, and, if
             // the report or the resend was lost (2 % each on FMTCP Table II's second path), a
@@ -609,20 +628,35 @@ impl Session {
         self.links.iter().filter_map(|s| s.tx.srtt).min().unwrap_or(Duration::from_millis(100))
     }
 
-    /// How long an in-order packet may trail a later one *now*: the slowest link's recent peak
-    /// delay, queueing included, minus the fastest link's empty-queue delay. The empty-queue
-    /// delays alone (PluriBus 5.3's d + δ) see only propagation, so with a queue on one link and
-    /// none on the other (FMTCP Table II: equal 100 ms paths, 250 kB modem buffers) every packet queued
-    /// behind another looked lost, and `arq` resent 40 % of a bulk flow. A link silent for a second
-    /// longer than the freshest one is judged by its empty-queue delay: its queue has drained.
-    fn rx_queue_spread(&self) -> Duration {
+    /// How long an in-order packet may trail a later one *now* (with `repair`: or its repair
+    /// follow it): the slowest link's recent peak delay, queueing included, minus the fastest
+    /// link's empty-queue delay. The empty-queue delays alone (PluriBus 5.3's d + δ) see only
+    /// propagation, so with a queue on one link and none on the other (FMTCP Table II: equal
+    /// 100 ms paths, 250 kB modem buffers) every packet queued behind another looked lost, and
+    /// `arq` resent 40 % of a bulk flow. A link silent for a second longer than the freshest one is
+    /// judged by its empty-queue delay: its queue has drained.
+    ///
+    /// Only links that carry what a hole waits for count: data, and with `repair` coded packets
+    /// too. A link that carried only probes (FMTCP Table II case 8: a 500 ms path beside a 100 ms
+    /// one that `min-delay` fills alone) stretched every hole report and hold by its 400 ms lead,
+    /// and `arq`'s resends came after the passenger's TCP had stalled (1.4 Mbit/s against 5.2 once
+    /// it no longer counted). A link idle for [`DATA_RECENT`] counts again from its next packet;
+    /// before any has arrived, every link counts.
+    fn rx_queue_spread(&self, repair: bool) -> Duration {
         let freshest = self.links.iter().filter_map(|s| s.rx.last()).map(|(_, at)| at).max();
+        let carried = |s: &LinkSlot| if repair { s.last_data.max(s.last_coded) } else { s.last_data };
+        let newest = self.links.iter().filter_map(carried).max();
+        let counts = |s: &LinkSlot| match (carried(s), newest) {
+            (Some(at), Some(n)) => at + DATA_RECENT >= n,
+            (None, Some(_)) => false,
+            (_, None) => true,
+        };
         let mut slowest: Option<u32> = None;
         let mut fastest: Option<u32> = None;
         // Offsets are wrapping u32s that share one clock offset; compare them as signed
         // differences from the first, as `reference_owd` does.
         let later = |a: u32, b: u32| (a.wrapping_sub(b) as i32) > 0;
-        for s in self.links.iter().filter(|s| s.tx.state != LinkState::Down) {
+        for s in self.links.iter().filter(|s| s.tx.state != LinkState::Down && counts(s)) {
             let Some(floor) = s.rx.owd_us() else { continue };
             let recent = match (s.rx.last(), freshest) {
                 (Some((_, at)), Some(f)) if at + Duration::from_secs(1) >= f => s.rx.recent_peak_owd_us(),
@@ -648,7 +682,7 @@ impl Session {
     /// When a hole is first reported: once every packet sent before the one that revealed it
     /// could have arrived, on whichever link it took.
     fn nack_first_delay(&self) -> Duration {
-        self.rx_queue_spread() + Duration::from_millis(5)
+        self.rx_queue_spread(false) + Duration::from_millis(5)
     }
 
     fn nack_retry(&self) -> Duration {

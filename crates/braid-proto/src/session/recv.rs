@@ -57,6 +57,8 @@ impl Session {
                         replies: VecDeque::new(),
                         probe_due: false,
                         counters: LinkCounters::default(),
+                        last_data: None,
+                        last_coded: None,
                     });
                     self.links.sort_by_key(|s| s.tx.id);
                     self.events.push_back(Event::LinkAddress(h.link, from));
@@ -77,6 +79,11 @@ impl Session {
         let slot = self.slot_mut(h.link).expect("slot exists");
         let sample = slot.rx.handle(now, h.link_seq, h.timestamp, datagram.len() + OUTER_OVERHEAD);
         slot.counters.datagrams_received += 1;
+        match parsed {
+            Body::Data(_) => slot.last_data = Some(now),
+            Body::Coded(_) => slot.last_coded = Some(now),
+            _ => {}
+        }
         slot.counters.bytes_received += datagram.len() as u64;
         self.stats.datagrams_received += 1;
         self.rx_since_report = true;
@@ -250,6 +257,7 @@ impl Session {
             return;
         }
         slot.tx.on_rtt_sample(rtt);
+        slot.tx.on_min_rtt_sample(now, rtt);
         slot.tx.on_confirmed(now.saturating_sub(Duration::from_micros(u64::from(age))));
         if slot.tx.state != LinkState::Active {
             slot.tx.probe_streak += 1;

@@ -17,6 +17,21 @@ use crate::wire::{
 };
 use bytes::Bytes;
 
+/// The longest a passenger packet waits in braid for a full link before it takes the next best
+/// one: CoDel drops long before this on a flow that responds; it bounds what an unresponsive one
+/// can make braid hold.
+const MAX_DATA_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Where a new data packet goes.
+enum DataPick {
+    /// Out on this link now.
+    Link(LinkId),
+    /// Waits in braid until then, for a full link that still delivers it first.
+    WaitUntil(Instant),
+    /// No link is usable.
+    NoLink,
+}
+
 impl Session {
     /// Smallest buffer [`Session::poll_transmit`] accepts: the largest datagram braid sends.
     pub fn min_transmit_buffer(&self) -> usize {
@@ -66,15 +81,24 @@ impl Session {
                 }
             }
         }
-        while let Some(packet) = self.pending_data.pop_front() {
+        self.data_wait_until = None;
+        while let Some((arrived, packet)) = self.pending_data.pop_front() {
             let ack = self.ack_pending_since.map(|_| 0);
             let size = HEADER_LEN + DataRepr { seq: 0, ack, payload: &packet }.len();
-            let Some(link) = self.pick_data_link(now, size) else {
-                // No link can carry it now; keep it for when one can.
-                self.pending_data.push_front(packet);
-                break;
+            let link = match self.pick_data_link(now, size, arrived) {
+                DataPick::Link(link) => link,
+                DataPick::WaitUntil(t) => {
+                    self.data_wait_until = Some(t);
+                    self.pending_data.push_front((arrived, packet));
+                    break;
+                }
+                DataPick::NoLink => {
+                    // No link can carry it now; keep it for when one can.
+                    self.pending_data.push_front((arrived, packet));
+                    break;
+                }
             };
-            if self.aqm_drops(now, link) {
+            if self.aqm_drops(now, link, arrived) {
                 self.stats.aqm_dropped += 1;
                 continue;
             }
@@ -138,29 +162,43 @@ impl Session {
             .collect()
     }
 
-    /// The link the scheduler picks for a new data packet of `size` bytes; `None` when no link is
-    /// usable. Under the delay-based schedulers (`min-delay`, `eat`) a link whose estimated queue
-    /// is above [`crate::aqm::AqmConfig::link_queue_limit`] is passed over while another is below
-    /// it: PluriBus 4.3's earliest-arrival rule would keep filling the fastest link until its
+    /// The link the scheduler picks for a new data packet of `size` bytes that came in at
+    /// `arrived`. Under the delay-based schedulers (`min-delay`, `eat`) with the AQM on, a link
+    /// whose estimated queue is above [`crate::aqm::AqmConfig::link_queue_limit`] takes no new
+    /// data: PluriBus 4.3's earliest-arrival rule would keep filling the fastest link until its
     /// queue matched the slower link's extra delay, and a modem's buffer is often smaller than
-    /// that (FMTCP Table II: 400 ms of extra delay against 200 ms of buffer).
-    fn pick_data_link(&mut self, now: Instant, size: usize) -> Option<LinkId> {
-        let mut views = self.link_views(now, size);
+    /// that (FMTCP Table II: 400 ms of extra delay against 200 ms of buffer). If such a full link
+    /// would still deliver the packet first, the packet waits in braid until the link's queue is
+    /// back at the limit, in the queue CoDel judges, rather than go 400 ms late on the slow link:
+    /// every packet on the slow link held the fast link's next 400 ms of packets in the peer's
+    /// sequencing buffer, and the passenger's TCP saw those stalls, not a drop, as its signal.
+    fn pick_data_link(&mut self, now: Instant, size: usize, arrived: Instant) -> DataPick {
+        let views = self.link_views(now, size);
         if views.is_empty() {
-            return None;
+            return DataPick::NoLink;
         }
         let aqm = self.cfg.aqm;
-        if aqm.enabled && self.scheduler_shares_load() {
-            let open: Vec<LinkView> = views
-                .iter()
-                .copied()
-                .filter(|v| self.links.iter().any(|s| s.tx.id == v.id && s.tx.queue_delay(now) <= aqm.link_queue_limit))
-                .collect();
-            if !open.is_empty() {
-                views = open;
-            }
+        if !(aqm.enabled && self.scheduler_shares_load()) {
+            return DataPick::Link(self.scheduler.pick(now, size, &views));
         }
-        Some(self.scheduler.pick(now, size, &views))
+        let over = |v: &LinkView| {
+            self.links
+                .iter()
+                .find(|s| s.tx.id == v.id)
+                .map(|s| s.tx.queue_delay(now).saturating_sub(aqm.link_queue_limit))
+        };
+        let (open, full): (Vec<LinkView>, Vec<LinkView>) =
+            views.iter().copied().partition(|v| over(v).is_none_or(|o| o.is_zero()));
+        let first_full = full.iter().min_by_key(|v| (v.arrival_us, v.id));
+        let waited_long = now.saturating_duration_since(arrived) >= MAX_DATA_WAIT;
+        let first_open = open.iter().map(|v| v.arrival_us).min();
+        match first_full {
+            Some(f) if !waited_long && first_open.is_none_or(|o| f.arrival_us < o) => {
+                DataPick::WaitUntil(now + over(f).unwrap_or_default().max(std::time::Duration::from_micros(1)))
+            }
+            _ if !open.is_empty() => DataPick::Link(self.scheduler.pick(now, size, &open)),
+            _ => DataPick::Link(self.scheduler.pick(now, size, &views)),
+        }
     }
 
     /// Whether the scheduler moves traffic to whichever link is least loaded (so congestion means
@@ -170,22 +208,36 @@ impl Session {
         matches!(self.scheduler.kind(), SchedulerKind::MinDelay | SchedulerKind::Eat)
     }
 
-    /// Whether the AQM drops a new passenger packet bound for `link` ([`crate::aqm`]). The sojourn
-    /// judged is what the packet would wait at its bottleneck: the picked link's estimated queue,
-    /// or, under load-sharing schedulers, the least queued usable link's, since then a queue on
-    /// one link is only congestion if the others are queued too.
-    fn aqm_drops(&mut self, now: Instant, link: LinkId) -> bool {
+    /// Whether the AQM drops a new passenger packet bound for `link` that came in at `arrived`
+    /// ([`crate::aqm`]). The sojourn judged is the time it waited in braid plus the delay it meets
+    /// beyond what an idle network would give it: under a
+    /// fixed rule (`wrr`, `round-robin`, `single`) the picked link's estimated queue; under the
+    /// load-sharing schedulers, the picked link's queue plus its extra one-way delay over the
+    /// fastest link's (PluriBus 5.3's d + δ), since there a queue on one link is only congestion
+    /// once every link that could take the packet delivers it late. Counting the queue alone, a
+    /// packet moved from a full 100 ms path to an idle 500 ms one (FMTCP Table II case 8) looked
+    /// unqueued, CoDel never dropped, and the fast path's buffer overflowed instead.
+    fn aqm_drops(&mut self, now: Instant, link: LinkId, arrived: Instant) -> bool {
         let aqm = self.cfg.aqm;
         if !aqm.enabled {
             return false;
         }
         let sojourn = if self.scheduler_shares_load() {
-            self.usable_slots().map(|s| s.tx.queue_delay(now)).min()
+            let reference = self.reference_owd();
+            self.links.iter().find(|s| s.tx.id == link).map(|s| {
+                let late_us = s.tx.arrival_us(now, 0, reference).max(0);
+                std::time::Duration::from_micros(late_us as u64)
+            })
         } else {
             self.links.iter().find(|s| s.tx.id == link).map(|s| s.tx.queue_delay(now))
         };
         let Some(sojourn) = sojourn else { return false };
-        let min_rtt = self.usable_slots().filter_map(|s| s.tx.srtt).min();
+        // Plus the time it waited in braid for a full link (`pick_data_link`).
+        let sojourn = sojourn + now.saturating_duration_since(arrived);
+        // The path's round trip, not the smoothed one: that grows with the queue CoDel is to
+        // judge, and an interval of three inflated RTTs let a 200 ms path's queue pass its
+        // 200 ms buffer before the first drop (FMTCP Table II case 8).
+        let min_rtt = self.usable_slots().filter_map(|s| s.tx.min_rtt()).min();
         let (target, interval) = aqm.effective(min_rtt);
         self.codel.should_drop(now, sojourn, target, interval)
     }
