@@ -35,6 +35,16 @@ fn exchange(p: &mut Pair, n: u64, gap: Duration, len: usize) {
     p.advance(Duration::from_secs(2));
 }
 
+/// The passenger index ([`packet`]) of a downstream data datagram of `len` >= 500 bytes, for drop
+/// rules; `None` for anything else (probes, feedback, coded, upstream).
+fn down_data_index(dir: Dir, b: &[u8]) -> Option<u64> {
+    if dir != Dir::Down || b[0] >> 2 & 0xf != 1 || b.len() < 500 {
+        return None;
+    }
+    let at = DATA_HEADER_LEN + DATA_ACK_LEN * usize::from(b[0] & FLAG_ACK);
+    Some(u64::from_be_bytes(b[at..at + 8].try_into().unwrap()))
+}
+
 fn assert_delivery_sane(delivered: &[bytes::Bytes], n: u64, len: usize) {
     let mut seen = std::collections::HashSet::new();
     for d in delivered {
@@ -115,12 +125,7 @@ fn arq_retransmits_what_the_receiver_reports_missing() {
     let mut dropped = std::collections::HashSet::new();
     p.drop = Box::new(move |dir, _link, _n, b| {
         // Drop the first transmission of every 7th data packet.
-        if dir != Dir::Down || b[0] >> 2 & 0xf != 1 || b.len() < 500 {
-            return false;
-        }
-        let at = DATA_HEADER_LEN + DATA_ACK_LEN * usize::from(b[0] & FLAG_ACK);
-        let i = u64::from_be_bytes(b[at..at + 8].try_into().unwrap());
-        i % 7 == 3 && dropped.insert(i)
+        down_data_index(dir, b).is_some_and(|i| i % 7 == 3 && dropped.insert(i))
     });
     exchange(&mut p, 200, Duration::from_millis(10), 800);
     assert_delivery_sane(&p.delivered_down, 200, 800);
@@ -466,12 +471,7 @@ fn a_hole_is_reported_without_waiting_for_a_slow_link_that_carries_no_data() {
     let mut dropped = false;
     p.drop = Box::new(move |dir, _link, _n, b| {
         // The first transmission of passenger packet 150.
-        if dir != Dir::Down || b[0] >> 2 & 0xf != 1 || b.len() < 500 {
-            return false;
-        }
-        let at = DATA_HEADER_LEN + DATA_ACK_LEN * usize::from(b[0] & FLAG_ACK);
-        let i = u64::from_be_bytes(b[at..at + 8].try_into().unwrap());
-        i == 150 && !std::mem::replace(&mut dropped, true)
+        down_data_index(dir, b) == Some(150) && !std::mem::replace(&mut dropped, true)
     });
     p.advance(Duration::from_millis(1500)); // links up, delays measured
     let mut sent_150 = None;
