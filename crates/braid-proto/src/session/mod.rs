@@ -28,8 +28,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 /// A link counts toward the receive-side delay spread while it has carried data (or repair)
-/// within this long of the newest such arrival on any link: the same second after which a silent
-/// link's queue is judged drained.
+/// within this long of the newest such arrival on any link, and its recent peak delay counts
+/// while it has received anything within this long of the freshest link (after that its queue
+/// is judged drained).
 const DATA_RECENT: Duration = Duration::from_secs(1);
 
 /// The session's timers (DESIGN.md 2; quinn-proto `connection/timer.rs`).
@@ -659,7 +660,7 @@ impl Session {
         for s in self.links.iter().filter(|s| s.tx.state != LinkState::Down && counts(s)) {
             let Some(floor) = s.rx.owd_us() else { continue };
             let recent = match (s.rx.last(), freshest) {
-                (Some((_, at)), Some(f)) if at + Duration::from_secs(1) >= f => s.rx.recent_peak_owd_us(),
+                (Some((_, at)), Some(f)) if at + DATA_RECENT >= f => s.rx.recent_peak_owd_us(),
                 _ => None,
             }
             .filter(|&p| later(p, floor))

@@ -222,18 +222,15 @@ impl Session {
         if !aqm.enabled {
             return false;
         }
-        let sojourn = if self.scheduler_shares_load() {
-            let reference = self.reference_owd();
-            self.links.iter().find(|s| s.tx.id == link).map(|s| {
-                let late_us = s.tx.arrival_us(now, 0, reference).max(0);
-                std::time::Duration::from_micros(late_us as u64)
-            })
+        let Some(slot) = self.links.iter().find(|s| s.tx.id == link) else { return false };
+        let beyond_idle = if self.scheduler_shares_load() {
+            let late_us = slot.tx.arrival_us(now, 0, self.reference_owd()).max(0);
+            std::time::Duration::from_micros(late_us as u64)
         } else {
-            self.links.iter().find(|s| s.tx.id == link).map(|s| s.tx.queue_delay(now))
+            slot.tx.queue_delay(now)
         };
-        let Some(sojourn) = sojourn else { return false };
         // Plus the time it waited in braid for a full link (`pick_data_link`).
-        let sojourn = sojourn + now.saturating_duration_since(arrived);
+        let sojourn = beyond_idle + now.saturating_duration_since(arrived);
         // The path's round trip, not the smoothed one: that grows with the queue CoDel is to
         // judge, and an interval of three inflated RTTs let a 200 ms path's queue pass its
         // 200 ms buffer before the first drop (FMTCP Table II case 8).
