@@ -226,6 +226,7 @@ impl<'a> World<'a> {
             h.sack = tcp.sack;
             h.hystart = tcp.hystart;
             h.linux_rto = tcp.linux_rto;
+            h.byte_counting = tcp.byte_counting;
             h.mss_clamp = Some(tcp.mss);
             h.socket_buffer = tcp.buffer_bytes;
             h.seed = seed ^ salt;

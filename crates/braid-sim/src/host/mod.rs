@@ -111,6 +111,9 @@ pub struct HostConfig {
     pub hystart: bool,
     /// Linux's RTO rule, SRTT + max(4 x RTTVAR, min RTO) (smoltcp's `set_linux_rto`).
     pub linux_rto: bool,
+    /// Window growth by the bytes each ACK covers, as Linux counts acknowledged segments (RFC
+    /// 3465; smoltcp's `set_byte_counting`).
+    pub byte_counting: bool,
     /// Upper bound on the MSS, like a router's MSS clamping in front of a tunnel; applied by
     /// lowering the MTU the stack sees to `mss + 40`.
     pub mss_clamp: Option<u16>,
@@ -143,6 +146,7 @@ impl HostConfig {
             sack: false,
             hystart: false,
             linux_rto: false,
+            byte_counting: false,
             mss_clamp: None,
             socket_buffer: 256 * 1024,
             seed: 0,
@@ -273,6 +277,7 @@ pub struct TcpHost {
     sack: bool,
     hystart: bool,
     linux_rto: bool,
+    byte_counting: bool,
     limits: Limits,
     iface: Interface,
     device: QueueDevice,
@@ -334,6 +339,7 @@ impl TcpHost {
             sack: config.sack,
             hystart: config.hystart,
             linux_rto: config.linux_rto,
+            byte_counting: config.byte_counting,
             limits: Limits { idle_timeout: config.idle_timeout, linger: config.linger },
             iface,
             device,
@@ -513,6 +519,7 @@ impl TcpHost {
         socket.set_sack_recovery(self.sack);
         socket.set_hystart(self.hystart);
         socket.set_linux_rto(self.linux_rto);
+        socket.set_byte_counting(self.byte_counting);
 
         // The sender writes whole buffers at once; Nagle would only hold back the last segment
         // of a flow behind an ACK the peer delays.

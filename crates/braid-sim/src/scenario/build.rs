@@ -10,7 +10,7 @@ use super::doc::{self, Doc, Loc};
 use super::raw::*;
 use super::scheme::{Peer, Recovery, SchedulerKind, SchemeKind, SchemeSpec, Weights};
 use super::{
-    Congestion, DEFAULT_BUFFER_KB, DEFAULT_DELAY_MS, DEFAULT_HYSTART, DEFAULT_INITIAL_RTO_MS,
+    Congestion, DEFAULT_BUFFER_KB, DEFAULT_BYTE_COUNTING, DEFAULT_DELAY_MS, DEFAULT_HYSTART, DEFAULT_INITIAL_RTO_MS,
     DEFAULT_INITIAL_WINDOW_BYTES, DEFAULT_LINUX_RTO, DEFAULT_MIN_RTO_MS, DEFAULT_MSS, DEFAULT_PACKET_BYTES,
     DEFAULT_QUEUE_KB, DEFAULT_RUNS, DEFAULT_SACK, DEFAULT_SEED, Direction, LinkSpec, Scenario, ScenarioError, TcpSpec,
     WorkloadSpec,
@@ -540,5 +540,6 @@ fn tcp(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawTcp) -> Result<TcpSpec> {
         sack: raw.sack.unwrap_or(DEFAULT_SACK),
         hystart: raw.hystart.unwrap_or(DEFAULT_HYSTART),
         linux_rto: raw.linux_rto.unwrap_or(DEFAULT_LINUX_RTO),
+        byte_counting: raw.byte_counting.unwrap_or(DEFAULT_BYTE_COUNTING),
     })
 }

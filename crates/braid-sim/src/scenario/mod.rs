@@ -238,6 +238,11 @@ pub struct TcpSpec {
     /// RTT leaves the RTO at least `min_rto` above it. Off, RFC 6298's max(min RTO, SRTT + 4 x
     /// RTTVAR), which on a steady path times out on any delay spike above a few ms.
     pub linux_rto: bool,
+    /// Window growth by the data each ACK covers (`byte_counting`; RFC 3465, as Linux's
+    /// `tcp_slow_start` and `tcp_cong_avoid_ai` count every segment acknowledged). Off, smoltcp's
+    /// rule: at most one segment's worth per ACK, which a receiver's stretched ACKs slow down
+    /// (braid's sequencing buffer hands a burst to the host, which acknowledges it once).
+    pub byte_counting: bool,
 }
 
 /// Defaults of `[tcp]`: today's Linux, as passengers' phones and servers run it.
@@ -252,6 +257,8 @@ pub const DEFAULT_SACK: bool = false;
 pub const DEFAULT_HYSTART: bool = false;
 /// Default of `[tcp] linux_rto`.
 pub const DEFAULT_LINUX_RTO: bool = false;
+/// Default of `[tcp] byte_counting`.
+pub const DEFAULT_BYTE_COUNTING: bool = false;
 
 impl Default for TcpSpec {
     fn default() -> Self {
@@ -265,6 +272,7 @@ impl Default for TcpSpec {
             sack: DEFAULT_SACK,
             hystart: DEFAULT_HYSTART,
             linux_rto: DEFAULT_LINUX_RTO,
+            byte_counting: DEFAULT_BYTE_COUNTING,
         }
     }
 }

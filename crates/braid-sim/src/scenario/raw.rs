@@ -141,6 +141,7 @@ pub(crate) struct RawTcp {
     pub sack: Option<bool>,
     pub hystart: Option<bool>,
     pub linux_rto: Option<bool>,
+    pub byte_counting: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

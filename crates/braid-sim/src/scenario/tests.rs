@@ -157,6 +157,7 @@ initial_window_bytes = 4380
 sack = true
 hystart = true
 linux_rto = true
+byte_counting = true
 "#;
     let s = Scenario::from_str(text, &dir).unwrap();
     assert_eq!((s.name.as_str(), s.duration, s.runs, s.seed), ("all", Duration::from_millis(12_500), 3, 99));
@@ -216,6 +217,7 @@ linux_rto = true
             sack: true,
             hystart: true,
             linux_rto: true,
+            byte_counting: true,
         }
     );
 }

@@ -783,6 +783,16 @@ impl<'a> Socket<'a> {
         self.congestion_controller.inner_mut().set_initial_window(bytes);
     }
 
+    /// braid: grow the congestion window by all the data each ACK acknowledges (RFC 3465's byte
+    /// counting, with no per-ACK limit, as Linux counts every acknowledged segment in slow start
+    /// and congestion avoidance), instead of smoltcp's at most one MSS per ACK. A receiver that
+    /// acknowledges a burst with one ACK (delayed ACKs, or a tunnel's sequencing buffer handing
+    /// over a hundred segments at once) otherwise slows the sender's growth by as many times.
+    /// Call it after `set_congestion_control`, which starts over with the controller's default.
+    pub fn set_byte_counting(&mut self, enabled: bool) {
+        self.congestion_controller.inner_mut().set_byte_counting(enabled);
+    }
+
     /// braid: recover from losses as RFC 6675 does when the remote permits SACK (RFC 2018): keep
     /// a scoreboard of SACKed data, enter recovery once per window (one congestion response),
     /// retransmit every hole below the highest SACKed byte while the data in the network

@@ -640,3 +640,41 @@ fn linux_rto_rides_out_an_ack_stall_that_times_out_rfc_6298() {
     // Linux: RTO >= SRTT + 200 ms; the stall ends first and nothing is sent twice.
     assert_eq!(linux, 10_000_000, "Linux's RTO fired");
 }
+
+/// The time a 3 MB download takes over a 10 Mbit/s, 50 ms one-way pipe when the receiver's
+/// ACKs are thinned to one in eight after the handshake, as a tunnel's sequencing buffer
+/// thins them by handing its host a burst at once (`thin_acks`), with byte counting or
+/// smoltcp's one-MSS-per-ACK growth.
+fn download_with_thinned_acks(thin_acks: bool, byte_counting: bool) -> Duration {
+    let (mut r, mut w) = configs(13);
+    for h in [&mut r, &mut w] {
+        h.sack = true;
+        h.byte_counting = byte_counting;
+        h.socket_buffer = 4_000_000;
+    }
+    let mut pipe = Pipe::lan();
+    pipe.delay = Duration::from_millis(50);
+    let mut net = Net::new(pipe, r, w);
+    if thin_acks {
+        // Only pure ACKs go, so nothing but the sender's view of progress changes: each ACK
+        // that arrives covers the eight segments of those lost before it.
+        net.drop = Some(Box::new(|side, index, packet| {
+            side == Side::Rider && index > 4 && index % 8 != 0 && tcp_payload_len(packet) == 0
+        }));
+    }
+    net.start(FlowId(1), Dir::Down, Some(3_000_000));
+    assert!(net.run_flows(secs(120.0)));
+    assert_eq!(completed_bytes(&net, FlowId(1), Side::Rider), 3_000_000);
+    net.fct(FlowId(1)).unwrap()
+}
+
+#[test]
+fn byte_counting_grows_the_window_by_what_a_stretched_ack_covers() {
+    let every_ack = download_with_thinned_acks(false, true);
+    let counted = download_with_thinned_acks(true, true);
+    let per_ack = download_with_thinned_acks(true, false);
+    // One MSS per ACK: with an eighth of the ACKs, slow start grows an eighth as fast.
+    assert!(per_ack > counted.mul_f64(1.5), "per ACK {per_ack:?}, byte counting {counted:?}");
+    // Counting the bytes, the thinned ACKs cost little: the window grows as with every ACK.
+    assert!(counted < every_ack.mul_f64(1.2), "thinned {counted:?}, every ACK {every_ack:?}");
+}

@@ -38,6 +38,10 @@ pub(super) trait Controller {
 
     /// braid: set the window a connection starts with (`Socket::set_initial_window`).
     fn set_initial_window(&mut self, bytes: usize) {}
+
+    /// braid: grow the window by all the data an ACK covers, not at most one MSS
+    /// (`Socket::set_byte_counting`).
+    fn set_byte_counting(&mut self, enabled: bool) {}
 }
 
 #[derive(Debug)]

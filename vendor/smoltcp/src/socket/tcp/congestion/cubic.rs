@@ -33,6 +33,8 @@ pub struct Cubic {
     // again (RFC 5681 section 3.1).
     in_rto_recovery: bool,
     idle_start: Option<Instant>, // RFC 9438 §4.2: when in-flight last hit 0
+    // braid: `Socket::set_byte_counting`.
+    byte_counting: bool,
 
     // braid: HyStart's delay rule (`Socket::set_hystart`, which is what feeds it samples): the
     // smallest RTT sample seen (ms) and how many samples were looked at.
@@ -62,6 +64,7 @@ impl Cubic {
             in_fast_recovery: false,
             in_rto_recovery: false,
             idle_start: None,
+            byte_counting: false,
             min_rtt: u32::MAX,
             samples_seen: 0,
             round: 0,
@@ -97,7 +100,9 @@ impl Controller for Cubic {
     }
 
     fn on_ack(&mut self, now: Instant, len: usize, in_flight: usize, rtt: &RttEstimator) {
-        let segment = len.min(self.mss);
+        // braid: with byte counting, all the data this ACK covers (Linux counts every segment
+        // acknowledged); smoltcp's own rule counts at most one segment per ACK.
+        let segment = if self.byte_counting { len } else { len.min(self.mss) };
 
         self.absorb_idle(now);
 
@@ -288,6 +293,10 @@ impl Controller for Cubic {
         self.cwnd = bytes;
         self.w_est = bytes as f64;
         self.cwnd_prior = bytes;
+    }
+
+    fn set_byte_counting(&mut self, enabled: bool) {
+        self.byte_counting = enabled;
     }
 
     fn set_remote_window(&mut self, remote_window: usize) {

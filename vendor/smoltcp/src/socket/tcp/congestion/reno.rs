@@ -20,6 +20,8 @@ pub struct Reno {
     // are retransmissions of the same segment and must not reduce ssthresh
     // again (RFC 5681 section 3.1).
     in_rto_recovery: bool,
+    // braid: `Socket::set_byte_counting`.
+    byte_counting: bool,
 }
 
 impl Reno {
@@ -32,6 +34,7 @@ impl Reno {
             rwnd: 64 * DEFAULT_MSS,
             in_fast_recovery: false,
             in_rto_recovery: false,
+            byte_counting: false,
         }
     }
 }
@@ -60,9 +63,15 @@ impl Controller for Reno {
             return;
         }
 
+        // braid: with byte counting (RFC 3465), all the data this ACK covers, as Linux counts
+        // every segment acknowledged; smoltcp's own rule counts at most one segment per ACK.
+        let acked = if self.byte_counting { len } else { len.min(self.mss) };
         let inc = if self.cwnd < self.ssthresh {
-            // Slow start: increase `cwnd` by 1 MSS per ACK.
-            len.min(self.mss)
+            // Slow start: increase `cwnd` by 1 MSS per MSS acknowledged.
+            acked
+        } else if self.byte_counting {
+            // Congestion avoidance: 1 MSS per window acknowledged.
+            (self.mss * acked / self.cwnd).max(1)
         } else {
             // Congestion avoidance: increase by ~1 MSS per RTT.
             (self.mss * self.mss / self.cwnd).max(1)
@@ -110,6 +119,10 @@ impl Controller for Reno {
     // braid: see `Socket::set_initial_window`.
     fn set_initial_window(&mut self, bytes: usize) {
         self.cwnd = bytes.max(1);
+    }
+
+    fn set_byte_counting(&mut self, enabled: bool) {
+        self.byte_counting = enabled;
     }
 
     fn set_remote_window(&mut self, remote_window: usize) {
