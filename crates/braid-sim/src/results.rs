@@ -72,6 +72,10 @@ pub struct RunResult {
     pub recovered: u64,
     /// Packets retransmitted or duplicated.
     pub resent: u64,
+    /// Retransmission timeouts of the end hosts' TCP senders (both sides, every flow).
+    pub tcp_timeouts: u64,
+    /// Loss recoveries (fast retransmit or SACK recovery) the end hosts' TCP senders entered.
+    pub tcp_recoveries: u64,
     /// Fraction of delivered packets that left the sequencing buffer after their hold expired.
     pub late_fraction: f64,
     /// Fraction of delivered packets that waited in the sequencing buffer.
@@ -146,6 +150,10 @@ pub struct SchemeResult {
     pub recovered: u64,
     /// Packets re-sent, summed over runs.
     pub resent: u64,
+    /// End hosts' TCP retransmission timeouts, mean per run.
+    pub tcp_timeouts: f64,
+    /// End hosts' TCP loss recoveries, mean per run.
+    pub tcp_recoveries: f64,
     /// Mean late fraction.
     pub late_fraction: f64,
     /// Mean reordered fraction.

@@ -155,6 +155,8 @@ pub fn aggregate(scheme: &str, sweep_value: Option<f64>, runs: &[&RunResult]) ->
         coded_fraction: mean(runs.iter().map(|r| r.coded_fraction)),
         recovered: runs.iter().map(|r| r.recovered).sum(),
         resent: runs.iter().map(|r| r.resent).sum(),
+        tcp_timeouts: mean(runs.iter().map(|r| r.tcp_timeouts as f64)),
+        tcp_recoveries: mean(runs.iter().map(|r| r.tcp_recoveries as f64)),
         late_fraction: mean(runs.iter().map(|r| r.late_fraction)),
         reordered_fraction: mean(runs.iter().map(|r| r.reordered_fraction)),
         mean_hold_ms: mean(runs.iter().map(|r| r.mean_hold_ms)),

@@ -562,6 +562,10 @@ impl<'a> World<'a> {
         );
         tracing::debug!(scheme = %scheme.name, client = ?cs, server = ?ss, client_decoder = ?self.client.decoder_stats(), server_decoder = ?self.server.decoder_stats(), client_reorder = ?self.client.reorder_stats(), "run finished");
         let tun_in = cs.tun_in + ss.tun_in;
+        let tcp = {
+            let (r, w) = (self.rider.tcp_counters(), self.web.tcp_counters());
+            host::TcpCounters { timeouts: r.timeouts + w.timeouts, recoveries: r.recoveries + w.recoveries }
+        };
         let delivered = cs.delivered + ss.delivered;
         let (cr, sr) = (self.client.reorder_stats(), self.server.reorder_stats());
         let carriers = cs.data_sent + ss.data_sent + cs.data_resent + ss.data_resent + cs.coded_sent + ss.coded_sent;
@@ -611,6 +615,8 @@ impl<'a> World<'a> {
             coded_fraction: ratio(cs.coded_sent + ss.coded_sent, carriers),
             recovered: cs.recovered + ss.recovered,
             resent: cs.data_resent + ss.data_resent,
+            tcp_timeouts: tcp.timeouts,
+            tcp_recoveries: tcp.recoveries,
             late_fraction: ratio(cr.late + sr.late, delivered),
             reordered_fraction: ratio(waited, delivered),
             mean_hold_ms: if waited > 0 { (cr.wait_us + sr.wait_us) as f64 / waited as f64 / 1000.0 } else { 0.0 },

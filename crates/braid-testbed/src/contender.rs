@@ -402,7 +402,55 @@ pub fn braid_counters(braid_bin: &Path, control: &(PathBuf, PathBuf)) -> anyhow:
     Ok(c)
 }
 
+/// Retransmission timeouts and loss recoveries a namespace's TCP stack counted so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TcpEvents {
+    /// `TcpExt: TCPTimeouts`.
+    pub timeouts: u64,
+    /// `TcpExt: TCPSackRecovery + TCPRenoRecovery`: recoveries entered, each one window cut.
+    pub recoveries: u64,
+}
+
+/// `ns`'s TCP timeouts and recoveries, from `/proc/net/netstat` (per namespace); zeros when it
+/// cannot be read.
+pub fn tcp_events(ns: &Netns) -> TcpEvents {
+    ns.sh("cat /proc/net/netstat").map(|s| parse_tcp_events(&s)).unwrap_or_default()
+}
+
+/// The `TcpExt` counters of a `/proc/net/netstat` text: a header line of names, then a line of
+/// values, both starting `TcpExt:`.
+pub fn parse_tcp_events(netstat: &str) -> TcpEvents {
+    let mut lines = netstat.lines().filter(|l| l.starts_with("TcpExt:"));
+    let (Some(names), Some(values)) = (lines.next(), lines.next()) else { return TcpEvents::default() };
+    let mut e = TcpEvents::default();
+    for (name, value) in names.split_whitespace().zip(values.split_whitespace()).skip(1) {
+        let v: u64 = value.parse().unwrap_or(0);
+        match name {
+            "TCPTimeouts" => e.timeouts += v,
+            "TCPSackRecovery" | "TCPRenoRecovery" => e.recoveries += v,
+            _ => {}
+        }
+    }
+    e
+}
+
 /// Reads an interface counter (`/sys/class/net/<dev>/statistics/<what>`) inside `ns`.
 pub fn if_counter(ns: &Netns, dev: &str, what: &str) -> u64 {
     ns.sh(&format!("cat /sys/class/net/{dev}/statistics/{what}")).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tcp_events_are_read_by_name_from_the_tcpext_lines() {
+        let netstat = "TcpExt: SyncookiesSent TCPTimeouts TCPRenoRecovery TCPSackRecovery DelayedACKs\n\
+                       TcpExt: 1 7 2 5 40\n\
+                       IpExt: InNoRoutes TCPTimeouts\n\
+                       IpExt: 0 99\n";
+        assert_eq!(parse_tcp_events(netstat), TcpEvents { timeouts: 7, recoveries: 7 });
+        assert_eq!(parse_tcp_events("garbage\n"), TcpEvents::default());
+        assert_eq!(parse_tcp_events("TcpExt: TCPTimeouts\n"), TcpEvents::default(), "no values line");
+    }
 }

@@ -194,7 +194,7 @@ fn run_one(
     let epoch = std::time::Instant::now() - FIRST_FLOW;
     let ns = running.client_ns(&topo);
     let stop = || opts.stop.load(Ordering::Relaxed);
-    let before = Counters::read(&topo);
+    let before = Counters::read(&topo, ns);
     let mut r = RunResult {
         scheme: scheme.name.clone(),
         run,
@@ -210,6 +210,8 @@ fn run_one(
         coded_fraction: 0.0,
         recovered: 0,
         resent: 0,
+        tcp_timeouts: 0,
+        tcp_recoveries: 0,
         late_fraction: 0.0,
         reordered_fraction: 0.0,
         mean_hold_ms: 0.0,
@@ -247,7 +249,7 @@ fn run_one(
     }
     // Let what is in flight land before reading counters.
     std::thread::sleep(Duration::from_millis(500));
-    let after = Counters::read(&topo);
+    let after = Counters::read(&topo, ns);
     let emulated = Duration::from_micros(topo.clock().now().as_micros());
     let links = topo.stop();
     let mut estimates = Vec::new();
@@ -276,6 +278,8 @@ fn run_one(
     }
     let on_air: u64 = links.iter().map(|l| l.up.offered_bytes + l.down.offered_bytes).sum();
     r.overhead = on_air as f64 / after.web_bytes.saturating_sub(before.web_bytes).max(1) as f64;
+    r.tcp_timeouts = after.tcp.timeouts.saturating_sub(before.tcp.timeouts);
+    r.tcp_recoveries = after.tcp.recoveries.saturating_sub(before.tcp.recoveries);
     r.datagrams = links.iter().map(|l| l.up.offered_packets + l.down.offered_packets).sum();
     r.links = link_results(&links, &scenario.links, emulated, &data_sent);
     for l in &mut r.links {
@@ -292,13 +296,20 @@ fn run_one(
 struct Counters {
     /// Bytes in and out of the web server's interface: the passengers' traffic end to end.
     web_bytes: u64,
+    /// The end hosts' TCP retransmission timeouts and loss recoveries (client namespace and
+    /// web server together), from the kernels' `TcpExt` counters.
+    tcp: contender::TcpEvents,
 }
 
 impl Counters {
-    fn read(topo: &Topology) -> Counters {
+    fn read(topo: &Topology, client: &crate::netns::Netns) -> Counters {
         let web_bytes =
             contender::if_counter(&topo.web, "w0", "tx_bytes") + contender::if_counter(&topo.web, "w0", "rx_bytes");
-        Counters { web_bytes }
+        let (c, w) = (contender::tcp_events(client), contender::tcp_events(&topo.web));
+        Counters {
+            web_bytes,
+            tcp: contender::TcpEvents { timeouts: c.timeouts + w.timeouts, recoveries: c.recoveries + w.recoveries },
+        }
     }
 }
 

@@ -86,6 +86,22 @@ impl From<Congestion> for CongestionControl {
     }
 }
 
+/// Loss events of a host's TCP senders ([`TcpHost::tcp_counters`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpCounters {
+    /// Retransmission timeouts (each backoff counts again).
+    pub timeouts: u64,
+    /// Loss recoveries entered (fast retransmit or SACK recovery), each a congestion response.
+    pub recoveries: u64,
+}
+
+impl TcpCounters {
+    fn add(&mut self, socket: &tcp::Socket<'_>) {
+        self.timeouts += u64::from(socket.timeouts());
+        self.recoveries += u64::from(socket.recoveries());
+    }
+}
+
 /// How a [`TcpHost`] is set up. Build with [`HostConfig::new`] and adjust the fields.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HostConfig {
@@ -283,6 +299,8 @@ pub struct TcpHost {
     device: QueueDevice,
     /// Holds only sockets of flows in `flows`: finished ones are removed.
     sockets: SocketSet<'static>,
+    /// Timeouts and recoveries of the sockets already dropped (`tcp_counters`).
+    retired: TcpCounters,
     /// Ordered, so flows are driven and events emitted in the same order on every run.
     flows: BTreeMap<FlowId, Flow>,
     /// Local ports held by flows.
@@ -344,6 +362,7 @@ impl TcpHost {
             iface,
             device,
             sockets: SocketSet::new(Vec::new()),
+            retired: TcpCounters::default(),
             flows: BTreeMap::new(),
             ports: BTreeSet::new(),
             // Seeded like a real stack's randomised ephemeral ports; always in range.
@@ -447,12 +466,14 @@ impl TcpHost {
     /// Run each flow's application once; returns whether any touched its socket.
     fn drive_flows(&mut self, now: Instant) -> bool {
         let mut touched = false;
-        let (sockets, ports, events, limits) = (&mut self.sockets, &mut self.ports, &mut self.events, &self.limits);
+        let (sockets, ports, events, limits, retired) =
+            (&mut self.sockets, &mut self.ports, &mut self.events, &self.limits, &mut self.retired);
         self.flows.retain(|&id, flow| {
             let socket = sockets.get_mut::<tcp::Socket<'static>>(flow.handle);
             let drive = flow.drive(id, socket, now, limits, events);
             touched |= drive.touched;
             if drive.remove {
+                retired.add(socket);
                 sockets.remove(flow.handle);
                 ports.remove(&flow.local_port);
             }
@@ -485,6 +506,17 @@ impl TcpHost {
     /// (its `Completed` event carries the total).
     pub fn bytes_received(&self, flow: FlowId) -> u64 {
         self.flows.get(&flow).map_or(0, Flow::bytes_read)
+    }
+
+    /// Retransmission timeouts and loss recoveries of every TCP socket this host has had, as
+    /// senders: where a bulk flow's goodput went (a timeout idles it for an RTO or more).
+    pub fn tcp_counters(&self) -> TcpCounters {
+        let mut total = self.retired;
+        // Only TCP sockets are built here (the smoltcp build has no other socket kind).
+        for (_, smoltcp::socket::Socket::Tcp(s)) in self.sockets.iter() {
+            total.add(s);
+        }
+        total
     }
 
     /// Flows on this host that still have data to move (neither finished nor failed).

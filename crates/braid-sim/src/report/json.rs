@@ -47,7 +47,7 @@ mod tests {
     use crate::report::fixture;
 
     /// Every SchemeResult field: the keys of DESIGN.md 6 and the rest of the struct.
-    const RESULT_KEYS: [&str; 27] = [
+    const RESULT_KEYS: [&str; 29] = [
         "scheme",
         "runs",
         "flows",
@@ -65,6 +65,8 @@ mod tests {
         "coded_fraction",
         "recovered",
         "resent",
+        "tcp_timeouts",
+        "tcp_recoveries",
         "late_fraction",
         "reordered_fraction",
         "mean_hold_ms",

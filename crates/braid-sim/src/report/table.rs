@@ -49,6 +49,14 @@ pub fn table(report: &SimReport, versus: &[Versus]) -> String {
     columns.push(Column::new("coded (%)", Align::Right, &[], cells(&|r| percent(r.coded_fraction, 1))));
     columns.push(Column::new("recovered", Align::Right, &[], cells(&|r| Some(vec![r.recovered.to_string()]))));
     columns.push(Column::new("late (%)", Align::Right, &[], cells(&|r| percent(r.late_fraction, 2))));
+    // The end hosts' view: a timeout idles a flow for an RTO or more, which the goodput and FCT
+    // columns show only as a smaller number.
+    columns.push(Column::new(
+        "TCP RTOs / recoveries per run",
+        Align::Right,
+        &[" / "],
+        cells(&|r| Some(vec![format!("{:.1}", r.tcp_timeouts), format!("{:.1}", r.tcp_recoveries)])),
+    ));
     columns.push(Column::new(
         "goodput ± CI95 (kbit/s)",
         Align::Right,

@@ -593,6 +593,10 @@ pub struct Socket<'a> {
     hystart_sends: alloc::collections::VecDeque<(TcpSeqNumber, Instant)>,
     /// braid: the sequence number that ends HyStart's current round (RFC 9406 windowEnd).
     hystart_round_end: Option<TcpSeqNumber>,
+    /// braid: retransmission timeouts and loss recoveries (fast retransmit or SACK recovery)
+    /// so far, for `timeouts` and `recoveries`.
+    timeouts: u32,
+    recoveries: u32,
 
     /// Duration for Delayed ACK. If None no ACKs will be delayed.
     ack_delay: Option<Duration>,
@@ -692,6 +696,8 @@ impl<'a> Socket<'a> {
             hystart: false,
             hystart_sends: alloc::collections::VecDeque::new(),
             hystart_round_end: None,
+            timeouts: 0,
+            recoveries: 0,
             ack_delay: Some(ACK_DELAY_DEFAULT),
             ack_delay_timer: AckDelayTimer::Idle,
             challenge_ack_timer: Instant::from_secs(0),
@@ -774,6 +780,18 @@ impl<'a> Socket<'a> {
     /// (200 ms) longer than the smoothed RTT. Kept across a socket reset, as the RTO bounds are.
     pub fn set_linux_rto(&mut self, enabled: bool) {
         self.rtte.linux_rto = enabled;
+    }
+
+    /// braid: how many times the retransmission timer has fired on this socket (each backoff
+    /// counts again): the stalls a simulated sender suffered, which a run's goodput hides.
+    pub fn timeouts(&self) -> u32 {
+        self.timeouts
+    }
+
+    /// braid: how many loss recoveries (fast retransmit, or RFC 6675 SACK recovery) this socket
+    /// entered, each one congestion response.
+    pub fn recoveries(&self) -> u32 {
+        self.recoveries
     }
 
     /// braid: sets the congestion window a new connection starts with, in bytes (RFC 3390:
@@ -1645,6 +1663,7 @@ impl<'a> Socket<'a> {
         let sacked: usize = self.sack_board.iter().map(|&(l, r)| r - l).sum();
         if self.local_rx_dup_acks >= 3 || sacked > 2 * self.remote_mss {
             net_debug!("entering SACK recovery at {}", ack);
+            self.recoveries = self.recoveries.saturating_add(1);
             self.recovery_point = Some(self.remote_last_seq);
             self.high_rxt = ack;
             let in_flight = self.flight_size();
@@ -2796,6 +2815,7 @@ impl<'a> Socket<'a> {
             if let Timer::Retransmit { .. } = self.timer {
                 // If a retransmit timer expired, we should resend data starting at the last ACK.
                 net_debug!("retransmitting after rto");
+                self.timeouts = self.timeouts.saturating_add(1);
 
                 // Inform the congestion controller that we're retransmitting and should enter the slow start state
                 let in_flight = self.flight_size();
@@ -2822,6 +2842,7 @@ impl<'a> Socket<'a> {
             } else {
                 // If a fast rentrasmit timer expired, we should resend only the earliest unAcked segment
                 net_debug!("retransmitting for fast-retransmit");
+                self.recoveries = self.recoveries.saturating_add(1);
 
                 // Inform the congestion controller that we're doing a fast retransmit and should enter the fast recovery state
                 let in_flight = self.flight_size();

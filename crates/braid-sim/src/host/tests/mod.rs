@@ -595,7 +595,7 @@ fn hystart_leaves_slow_start_before_the_queue_overflows() {
 /// Payload bytes the sender of a 10 MB download sent, over a 100 ms one-way pipe whose ACKs
 /// stall once for about 290 ms (a hundred of them held back to arrive together, as when a
 /// tunnel's sequencing buffer waits out a repair), with Linux's RTO rule or RFC 6298's.
-fn sent_through_an_ack_stall(linux_rto: bool) -> usize {
+fn sent_through_an_ack_stall(linux_rto: bool) -> (usize, TcpCounters) {
     let (mut r, mut w) = configs(11);
     for h in [&mut r, &mut w] {
         h.sack = true;
@@ -627,13 +627,17 @@ fn sent_through_an_ack_stall(linux_rto: bool) -> usize {
     net.start(FlowId(1), Dir::Down, Some(10_000_000));
     assert!(net.run_flows(secs(120.0)));
     assert_eq!(completed_bytes(&net, FlowId(1), Side::Rider), 10_000_000);
-    sent.get()
+    (sent.get(), net.web.tcp_counters())
 }
 
 #[test]
 fn linux_rto_rides_out_an_ack_stall_that_times_out_rfc_6298() {
-    let rfc = sent_through_an_ack_stall(false);
-    let linux = sent_through_an_ack_stall(true);
+    let (rfc, rfc_events) = sent_through_an_ack_stall(false);
+    let (linux, linux_events) = sent_through_an_ack_stall(true);
+    // The host counts what happened to its sender: the timeout, and no loss recovery, since
+    // nothing was lost.
+    assert!(rfc_events.timeouts >= 1, "{rfc_events:?}");
+    assert_eq!(linux_events, TcpCounters { timeouts: 0, recoveries: 0 });
     // RFC 6298: RTO = max(200 ms, SRTT + 4 RTTVAR), a few ms above a steady 200 ms RTT, so the
     // stall times out and the window is sent again for nothing.
     assert!(rfc > 10_000_000, "RFC 6298's RTO did not fire: {rfc} bytes sent");
