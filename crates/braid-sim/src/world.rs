@@ -562,10 +562,7 @@ impl<'a> World<'a> {
         );
         tracing::debug!(scheme = %scheme.name, client = ?cs, server = ?ss, client_decoder = ?self.client.decoder_stats(), server_decoder = ?self.server.decoder_stats(), client_reorder = ?self.client.reorder_stats(), "run finished");
         let tun_in = cs.tun_in + ss.tun_in;
-        let tcp = {
-            let (r, w) = (self.rider.tcp_counters(), self.web.tcp_counters());
-            host::TcpCounters { timeouts: r.timeouts + w.timeouts, recoveries: r.recoveries + w.recoveries }
-        };
+        let tcp = self.rider.tcp_counters() + self.web.tcp_counters();
         let delivered = cs.delivered + ss.delivered;
         let (cr, sr) = (self.client.reorder_stats(), self.server.reorder_stats());
         let carriers = cs.data_sent + ss.data_sent + cs.data_resent + ss.data_resent + cs.coded_sent + ss.coded_sent;

@@ -10,6 +10,7 @@ use crate::hosts::HostTcp;
 use crate::netns::Netns;
 use crate::topology::{RIDERS_NET, SERVER, Topology, VAN_LAN, WEB, uplink_addr, uplink_dev};
 use anyhow::{Context, bail};
+use braid_sim::host::TcpCounters;
 use braid_sim::scenario::{Peer, SchemeKind, SchemeSpec, Weights};
 use serde_json::Value;
 use std::fmt::Write as _;
@@ -402,27 +403,19 @@ pub fn braid_counters(braid_bin: &Path, control: &(PathBuf, PathBuf)) -> anyhow:
     Ok(c)
 }
 
-/// Retransmission timeouts and loss recoveries a namespace's TCP stack counted so far.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct TcpEvents {
-    /// `TcpExt: TCPTimeouts`.
-    pub timeouts: u64,
-    /// `TcpExt: TCPSackRecovery + TCPRenoRecovery`: recoveries entered, each one window cut.
-    pub recoveries: u64,
-}
-
-/// `ns`'s TCP timeouts and recoveries, from `/proc/net/netstat` (per namespace); zeros when it
-/// cannot be read.
-pub fn tcp_events(ns: &Netns) -> TcpEvents {
+/// `ns`'s TCP retransmission timeouts and loss recoveries so far, from `/proc/net/netstat` (per
+/// namespace), in the simulator's terms; zeros when it cannot be read.
+pub fn tcp_events(ns: &Netns) -> TcpCounters {
     ns.sh("cat /proc/net/netstat").map(|s| parse_tcp_events(&s)).unwrap_or_default()
 }
 
-/// The `TcpExt` counters of a `/proc/net/netstat` text: a header line of names, then a line of
-/// values, both starting `TcpExt:`.
-pub fn parse_tcp_events(netstat: &str) -> TcpEvents {
+/// The `TcpExt` counters of a `/proc/net/netstat` text (a header line of names, then a line of
+/// values, both starting `TcpExt:`): `TCPTimeouts`, and `TCPSackRecovery + TCPRenoRecovery`,
+/// the recoveries entered, each one window cut.
+pub fn parse_tcp_events(netstat: &str) -> TcpCounters {
     let mut lines = netstat.lines().filter(|l| l.starts_with("TcpExt:"));
-    let (Some(names), Some(values)) = (lines.next(), lines.next()) else { return TcpEvents::default() };
-    let mut e = TcpEvents::default();
+    let (Some(names), Some(values)) = (lines.next(), lines.next()) else { return TcpCounters::default() };
+    let mut e = TcpCounters::default();
     for (name, value) in names.split_whitespace().zip(values.split_whitespace()).skip(1) {
         let v: u64 = value.parse().unwrap_or(0);
         match name {
@@ -449,8 +442,8 @@ mod tests {
                        TcpExt: 1 7 2 5 40\n\
                        IpExt: InNoRoutes TCPTimeouts\n\
                        IpExt: 0 99\n";
-        assert_eq!(parse_tcp_events(netstat), TcpEvents { timeouts: 7, recoveries: 7 });
-        assert_eq!(parse_tcp_events("garbage\n"), TcpEvents::default());
-        assert_eq!(parse_tcp_events("TcpExt: TCPTimeouts\n"), TcpEvents::default(), "no values line");
+        assert_eq!(parse_tcp_events(netstat), TcpCounters { timeouts: 7, recoveries: 7 });
+        assert_eq!(parse_tcp_events("garbage\n"), TcpCounters::default());
+        assert_eq!(parse_tcp_events("TcpExt: TCPTimeouts\n"), TcpCounters::default(), "no values line");
     }
 }

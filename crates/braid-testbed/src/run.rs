@@ -298,18 +298,14 @@ struct Counters {
     web_bytes: u64,
     /// The end hosts' TCP retransmission timeouts and loss recoveries (client namespace and
     /// web server together), from the kernels' `TcpExt` counters.
-    tcp: contender::TcpEvents,
+    tcp: braid_sim::host::TcpCounters,
 }
 
 impl Counters {
     fn read(topo: &Topology, client: &crate::netns::Netns) -> Counters {
         let web_bytes =
             contender::if_counter(&topo.web, "w0", "tx_bytes") + contender::if_counter(&topo.web, "w0", "rx_bytes");
-        let (c, w) = (contender::tcp_events(client), contender::tcp_events(&topo.web));
-        Counters {
-            web_bytes,
-            tcp: contender::TcpEvents { timeouts: c.timeouts + w.timeouts, recoveries: c.recoveries + w.recoveries },
-        }
+        Counters { web_bytes, tcp: contender::tcp_events(client) + contender::tcp_events(&topo.web) }
     }
 }
 

@@ -86,7 +86,7 @@ impl From<Congestion> for CongestionControl {
     }
 }
 
-/// Loss events of a host's TCP senders ([`TcpHost::tcp_counters`]).
+/// Loss events of a host's TCP senders ([`TcpHost::tcp_counters`]; on the testbed, a kernel's).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TcpCounters {
     /// Retransmission timeouts (each backoff counts again).
@@ -99,6 +99,13 @@ impl TcpCounters {
     fn add(&mut self, socket: &tcp::Socket<'_>) {
         self.timeouts += u64::from(socket.timeouts());
         self.recoveries += u64::from(socket.recoveries());
+    }
+}
+
+impl std::ops::Add for TcpCounters {
+    type Output = TcpCounters;
+    fn add(self, o: TcpCounters) -> TcpCounters {
+        TcpCounters { timeouts: self.timeouts + o.timeouts, recoveries: self.recoveries + o.recoveries }
     }
 }
 
