@@ -560,11 +560,11 @@ impl<'a> World<'a> {
             links = ?self.links.iter().map(|l| (l.up.stats().clone(), l.down.stats().clone())).collect::<Vec<_>>(),
             "run residuals"
         );
-        tracing::debug!(scheme = %scheme.name, client = ?cs, server = ?ss, client_decoder = ?self.client.decoder_stats(), server_decoder = ?self.server.decoder_stats(), client_reorder = ?self.client.reorder_stats(), server_reorder = ?self.server.reorder_stats(), "run finished");
+        let (cr, sr) = (self.client.reorder_stats(), self.server.reorder_stats());
+        tracing::debug!(scheme = %scheme.name, client = ?cs, server = ?ss, client_decoder = ?self.client.decoder_stats(), server_decoder = ?self.server.decoder_stats(), client_reorder = ?cr, server_reorder = ?sr, "run finished");
         let tun_in = cs.tun_in + ss.tun_in;
         let tcp = self.rider.tcp_counters() + self.web.tcp_counters();
         let delivered = cs.delivered + ss.delivered;
-        let (cr, sr) = (self.client.reorder_stats(), self.server.reorder_stats());
         let carriers = cs.data_sent + ss.data_sent + cs.data_resent + ss.data_resent + cs.coded_sent + ss.coded_sent;
         let waited = cr.waited + sr.waited;
         let status = self.client.link_status(self.now);

@@ -96,7 +96,8 @@ pub struct TcpCounters {
 }
 
 impl TcpCounters {
-    fn add(&mut self, socket: &tcp::Socket<'_>) {
+    /// Adds what `socket` counted.
+    fn add_socket(&mut self, socket: &tcp::Socket<'_>) {
         self.timeouts += u64::from(socket.timeouts());
         self.recoveries += u64::from(socket.recoveries());
     }
@@ -480,7 +481,7 @@ impl TcpHost {
             let drive = flow.drive(id, socket, now, limits, events);
             touched |= drive.touched;
             if drive.remove {
-                retired.add(socket);
+                retired.add_socket(socket);
                 sockets.remove(flow.handle);
                 ports.remove(&flow.local_port);
             }
@@ -521,7 +522,7 @@ impl TcpHost {
         let mut total = self.retired;
         // Only TCP sockets are built here (the smoltcp build has no other socket kind).
         for (_, smoltcp::socket::Socket::Tcp(s)) in self.sockets.iter() {
-            total.add(s);
+            total.add_socket(s);
         }
         total
     }
