@@ -103,6 +103,13 @@ impl ReorderBuffer {
         (self.next..end).filter(|s| !self.held.contains_key(s))
     }
 
+    /// Whether a hole lies in `lo..hi`. Costs the distance from `lo` (or the first hole) to the
+    /// first hole found, so checking only what a new packet has passed stays cheap.
+    pub fn has_hole_in(&self, lo: u64, hi: u64) -> bool {
+        let end = self.held.keys().next_back().copied().unwrap_or(self.next).min(hi);
+        (lo.max(self.next)..end).any(|s| !self.held.contains_key(&s))
+    }
+
     /// Offers packet `seq` arriving at `now`; if it cannot go out yet it waits at most `hold`.
     pub fn insert(&mut self, now: Instant, seq: u64, packet: Bytes, hold: Duration) -> Insert {
         if self.has(seq) {
@@ -238,6 +245,8 @@ mod tests {
         b.insert(Instant::ZERO, 3, p(3), HOLD);
         assert_eq!(drain(&mut b), vec![(0, false)]);
         assert_eq!(b.holes().collect::<Vec<_>>(), vec![1]);
+        assert!(b.has_hole_in(0, 2) && b.has_hole_in(1, 9));
+        assert!(!b.has_hole_in(0, 1) && !b.has_hole_in(2, 9));
         b.insert(Instant::from_millis(10), 1, p(1), HOLD);
         assert_eq!(drain(&mut b), vec![(1, false), (2, false), (3, false)]);
         assert_eq!(b.stats().waited, 2);

@@ -1,7 +1,9 @@
 //! Receiver-side hole reporting for `arq`.
 //!
 //! A hole is reported once it has been missing longer than the links' delay spread (it may just be
-//! on a slower link), and reported again every retry interval until it is filled or given up.
+//! on a slower link), or at once when every link that carries data has already delivered a later
+//! packet (a link delivers in order, so the hole cannot still be on one of them), and reported again
+//! every retry interval until it is filled or given up.
 
 use crate::time::Instant;
 use std::collections::BTreeMap;
@@ -15,12 +17,15 @@ pub struct NackTracker {
 
 impl NackTracker {
     /// Updates the set of holes (sequence numbers missing below the highest received) and returns
-    /// those to report at `now`: first after `first_delay`, then every `retry`.
+    /// those to report at `now`: first after `first_delay`, or at once if below `lost_below` (known
+    /// lost), then every `retry`.
+    #[allow(clippy::too_many_arguments)]
     pub fn poll(
         &mut self,
         now: Instant,
         holes: impl Iterator<Item = u64>,
         cum_ack: u64,
+        lost_below: u64,
         first_delay: Duration,
         retry: Duration,
         max: usize,
@@ -38,7 +43,7 @@ impl NackTracker {
                 break;
             }
             let due = match last {
-                None => now >= *seen + first_delay,
+                None => seq < lost_below || now >= *seen + first_delay,
                 Some(l) => now >= *l + retry,
             };
             if due {
@@ -69,10 +74,23 @@ mod tests {
     fn waits_for_delay_spread_then_retries() {
         let mut n = NackTracker::default();
         let (d, r) = (Duration::from_millis(10), Duration::from_millis(50));
-        assert!(n.poll(Instant::ZERO, [3, 4].into_iter(), 0, d, r, 10).is_empty());
+        assert!(n.poll(Instant::ZERO, [3, 4].into_iter(), 0, 0, d, r, 10).is_empty());
         assert_eq!(n.poll_timeout(d, r), Some(Instant::from_millis(10)));
-        assert_eq!(n.poll(Instant::from_millis(10), [3, 4].into_iter(), 0, d, r, 10), vec![3, 4]);
-        assert!(n.poll(Instant::from_millis(30), [4].into_iter(), 0, d, r, 10).is_empty());
-        assert_eq!(n.poll(Instant::from_millis(60), [4].into_iter(), 0, d, r, 10), vec![4]);
+        assert_eq!(n.poll(Instant::from_millis(10), [3, 4].into_iter(), 0, 0, d, r, 10), vec![3, 4]);
+        assert!(n.poll(Instant::from_millis(30), [4].into_iter(), 0, 0, d, r, 10).is_empty());
+        assert_eq!(n.poll(Instant::from_millis(60), [4].into_iter(), 0, 0, d, r, 10), vec![4]);
+    }
+
+    #[test]
+    fn a_hole_every_link_has_passed_is_reported_at_once() {
+        let mut n = NackTracker::default();
+        let (d, r) = (Duration::from_millis(150), Duration::from_millis(300));
+        // Every link has delivered something after 3 but not after 4: 3 is lost, 4 may be in flight.
+        assert_eq!(n.poll(Instant::ZERO, [3, 4].into_iter(), 0, 4, d, r, 10), vec![3]);
+        assert!(n.poll(Instant::from_millis(1), [3, 4].into_iter(), 0, 4, d, r, 10).is_empty());
+        assert_eq!(n.poll(Instant::from_millis(2), [3, 4].into_iter(), 0, 5, d, r, 10), vec![4]);
+        // A reported hole waits out the retry interval all the same.
+        assert!(n.poll(Instant::from_millis(200), [3, 4].into_iter(), 0, 9, d, r, 10).is_empty());
+        assert_eq!(n.poll(Instant::from_millis(300), [3, 4].into_iter(), 0, 9, d, r, 10), vec![3]);
     }
 }

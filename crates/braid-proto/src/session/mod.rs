@@ -153,6 +153,10 @@ pub(crate) struct LinkSlot {
     /// When the last coded packet arrived on this link: links carrying repair decide how long a
     /// hole may wait for it.
     pub(crate) last_coded: Option<Instant>,
+    /// The highest passenger sequence number that arrived on this link. A link delivers in the
+    /// order it was given packets, and the peer numbers packets as it sends them, so a hole
+    /// below it was not sent on this link, or was lost on it.
+    pub(crate) highest_data: Option<u64>,
 }
 
 /// Metadata of a sent data packet.
@@ -192,6 +196,9 @@ pub struct Session {
     decoders: Vec<(CodeKind, Box<dyn Decoder>)>,
     nack: NackTracker,
     pending_nacks: Vec<u64>,
+    /// [`Session::known_lost_below`] when holes were last offered to `nack`: a data packet that
+    /// raises it has revealed a loss to report now.
+    nack_checked_below: u64,
     peer_wants_nacks: bool,
     highest_rx: Option<u64>,
     ack_pending_since: Option<Instant>,
@@ -238,6 +245,7 @@ impl Session {
             peer_cum_ack: 0,
             nack: NackTracker::default(),
             pending_nacks: Vec::new(),
+            nack_checked_below: 0,
             peer_wants_nacks: false,
             highest_rx: None,
             ack_pending_since: None,
@@ -280,6 +288,7 @@ impl Session {
             counters: LinkCounters::default(),
             last_data: None,
             last_coded: None,
+            highest_data: None,
         });
         self.links.sort_by_key(|s| s.tx.id);
     }
@@ -442,10 +451,13 @@ impl Session {
         if self.rx_since_report && can_send {
             out.push((Timer::Report, self.last_report + self.cfg.report_interval));
         }
-        if self.peer_wants_nacks
-            && let Some(n) = self.nack.poll_timeout(self.nack_first_delay(), self.nack_retry())
-        {
-            out.push((Timer::Nack, n));
+        if self.peer_wants_nacks {
+            if self.reorder.has_hole_in(self.nack_checked_below, self.known_lost_below()) {
+                // A packet on every data-carrying link has passed a hole: report it now.
+                out.push((Timer::Nack, Instant::ZERO));
+            } else if let Some(n) = self.nack.poll_timeout(self.nack_first_delay(), self.nack_retry()) {
+                out.push((Timer::Nack, n));
+            }
         }
         let down_timeout = self.down_timeout();
         for s in &self.links {
@@ -490,10 +502,13 @@ impl Session {
         self.check_links(now);
         if self.peer_wants_nacks {
             let holes: Vec<u64> = self.reorder.holes().take(4096).collect();
+            let lost_below = self.known_lost_below();
+            self.nack_checked_below = lost_below;
             let due = self.nack.poll(
                 now,
                 holes.into_iter(),
                 self.reorder.next_expected(),
+                lost_below,
                 self.nack_first_delay(),
                 self.nack_retry(),
                 crate::wire::FeedbackRepr::MAX_NACKS,
@@ -678,6 +693,26 @@ impl Session {
             }
             _ => Duration::ZERO,
         }
+    }
+
+    /// Holes below this are lost: every link that may carry data has delivered a later packet,
+    /// and links deliver in order. Waiting out the delay spread instead (`nack_first_delay`) cost
+    /// every hole on FMTCP Table II case 3 up to the 150 ms a modem queue may hold before it was
+    /// even reported. A link the peer has not sent data on within [`DATA_RECENT`] may have some in
+    /// flight the receiver cannot know of (FMTCP Table II case 8: `min-delay` turns to the 500 ms
+    /// path after a second on the 100 ms one, and counting only the busy link reported every
+    /// such packet lost while it was still on its way), so then nothing is known lost and holes
+    /// wait out the delay spread.
+    fn known_lost_below(&self) -> u64 {
+        let Some(newest) = self.links.iter().filter_map(|s| s.last_data).max() else { return 0 };
+        let mut below = u64::MAX;
+        for s in self.links.iter().filter(|s| s.tx.state != LinkState::Down) {
+            match (s.last_data, s.highest_data) {
+                (Some(at), Some(h)) if at + DATA_RECENT >= newest => below = below.min(h),
+                _ => return 0,
+            }
+        }
+        below
     }
 
     /// When a hole is first reported: once every packet sent before the one that revealed it

@@ -59,6 +59,7 @@ impl Session {
                         counters: LinkCounters::default(),
                         last_data: None,
                         last_coded: None,
+                        highest_data: None,
                     });
                     self.links.sort_by_key(|s| s.tx.id);
                     self.events.push_back(Event::LinkAddress(h.link, from));
@@ -76,9 +77,16 @@ impl Session {
             slot.tx.remote = Some(from);
             self.events.push_back(Event::LinkAddress(h.link, from));
         }
+        let data_seq = match &parsed {
+            Body::Data(d) => Some(seq::expand(self.expected_rx(), d.seq)),
+            _ => None,
+        };
         let slot = self.slot_mut(h.link).expect("slot exists");
         let sample = slot.rx.handle(now, h.link_seq, h.timestamp, datagram.len() + OUTER_OVERHEAD);
         slot.counters.datagrams_received += 1;
+        if let Some(seq) = data_seq {
+            slot.highest_data = Some(slot.highest_data.map_or(seq, |h| h.max(seq)));
+        }
         match parsed {
             Body::Data(_) => slot.last_data = Some(now),
             Body::Coded(_) => slot.last_coded = Some(now),
