@@ -19,6 +19,13 @@
 //! hole, so packets the receiver has not yet missed (newer ones) do not join the system of
 //! equations it must solve before the oldest hole, the one blocking in-order delivery, comes back.
 //!
+//! A reported hole that has already left W (its cap evicts the oldest, which is the very packet
+//! blocking in-order delivery) is re-sent as it is, from the session's store. A passenger's ACKs
+//! come in bursts when braid's sequencing buffer releases one downstream, so upstream W filled its
+//! 256 packets within a burst while one hole held the peer's cumulative ack: the hole's report
+//! then found it gone and went unanswered, and the peer's buffer held every later ACK until it
+//! gave the hole up (FMTCP Table II case 3, `rlnc-aqm`: ACKs waited 508 ms on average).
+//!
 //! No stopping rule: like OEC, the sender codes for as long as W is not empty, instead of stopping
 //! once the repairs sent exceed the expected losses plus a margin. Coded packets only ever take
 //! spare capacity, so stopping early saves nothing data needs, and the tail of a burst (whose
@@ -56,6 +63,8 @@ pub struct RlncSender {
     /// Seed of the next coded packet: a counter, so two coded packets over the same window never
     /// share coefficients.
     next_seed: u16,
+    /// Reported holes that had already left W, to re-send as they are; at most [`MAX_WINDOW`].
+    evicted: BTreeSet<u64>,
 }
 
 impl RlncSender {
@@ -66,6 +75,7 @@ impl RlncSender {
             holes: BTreeSet::new(),
             owed: 0,
             next_seed: seed as u16,
+            evicted: BTreeSet::new(),
         }
     }
 
@@ -104,6 +114,7 @@ impl RecoverySender for RlncSender {
     }
 
     fn on_ack(&mut self, _now: Instant, cum_ack: u64) {
+        self.evicted = self.evicted.split_off(&cum_ack);
         if cum_ack > self.window.base() {
             self.window.purge_below(cum_ack);
             self.trim_holes();
@@ -118,12 +129,20 @@ impl RecoverySender for RlncSender {
         if self.window.contains(seq) {
             self.holes.insert(seq);
             self.owed = (self.owed + 1).min(self.holes.len());
+        } else if seq < self.window.base() {
+            self.evicted.insert(seq);
+            if self.evicted.len() > MAX_WINDOW {
+                self.evicted.pop_first();
+            }
         }
     }
 
     /// Repairs owed to reported holes go at once, on the link that delivers first.
     fn poll_repair(&mut self, now: Instant) -> Option<Repair> {
         self.expire(now);
+        if let Some(seq) = self.evicted.pop_first() {
+            return Some(Repair::Resend { seq, link: None });
+        }
         if self.owed == 0 || self.window.is_empty() {
             return None;
         }
@@ -210,6 +229,18 @@ mod tests {
         assert_eq!(s.window_len(), MAX_WINDOW);
         assert_eq!(s.oldest_needed(), Some(300 - MAX_WINDOW as u64));
         assert_eq!(s.poll_opportunistic(Instant::from_millis(1500), LinkId(0), 0.0), None);
+    }
+
+    #[test]
+    fn a_reported_hole_that_left_w_is_resent_as_it_is() {
+        let mut s = sender_with(300); // W holds 44..300: 0..44 left it, unacknowledged
+        s.on_nack(Instant::ZERO, 10);
+        s.on_nack(Instant::ZERO, 400); // never sent: nothing to do
+        assert_eq!(s.poll_repair(Instant::ZERO), Some(Repair::Resend { seq: 10, link: None }));
+        assert_eq!(s.poll_repair(Instant::ZERO), None);
+        s.on_nack(Instant::ZERO, 11);
+        s.on_ack(Instant::ZERO, 12); // 11 arrived after all
+        assert_eq!(s.poll_repair(Instant::ZERO), None);
     }
 
     #[test]
