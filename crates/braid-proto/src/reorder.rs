@@ -99,15 +99,19 @@ impl ReorderBuffer {
 
     /// Sequence numbers not yet received between the cumulative ack and the highest held packet.
     pub fn holes(&self) -> impl Iterator<Item = u64> + '_ {
-        let end = self.held.keys().next_back().copied().unwrap_or(self.next);
-        (self.next..end).filter(|s| !self.held.contains_key(s))
+        self.holes_in(0, u64::MAX)
     }
 
     /// Whether a hole lies in `lo..hi`. Costs the distance from `lo` (or the first hole) to the
     /// first hole found, so checking only what a new packet has passed stays cheap.
     pub fn has_hole_in(&self, lo: u64, hi: u64) -> bool {
+        self.holes_in(lo, hi).next().is_some()
+    }
+
+    /// The holes in `lo..hi`, lowest first.
+    fn holes_in(&self, lo: u64, hi: u64) -> impl Iterator<Item = u64> + '_ {
         let end = self.held.keys().next_back().copied().unwrap_or(self.next).min(hi);
-        (lo.max(self.next)..end).any(|s| !self.held.contains_key(&s))
+        (lo.max(self.next)..end).filter(|s| !self.held.contains_key(s))
     }
 
     /// Offers packet `seq` arriving at `now`; if it cannot go out yet it waits at most `hold`.
