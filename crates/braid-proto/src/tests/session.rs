@@ -394,6 +394,13 @@ proptest! {
     }
 }
 
+/// Records in `at` when passenger packet `index` first reached the client's passengers.
+fn note_delivery(p: &Pair, index: u64, at: &mut Option<Instant>) {
+    if at.is_none() && p.delivered_down.iter().any(|d| index_of(d) == index) {
+        *at = Some(p.now);
+    }
+}
+
 /// Sends `n` packets down at one per `gap` and lets the tunnel drain.
 fn push_down(p: &mut Pair, n: u64, gap: Duration, len: usize) {
     p.advance(Duration::from_millis(500)); // links come up
@@ -483,9 +490,7 @@ fn a_hole_is_reported_without_waiting_for_a_slow_link_that_carries_no_data() {
         p.send_down(&packet(i, 1000));
         for _ in 0..8 {
             p.advance(Duration::from_millis(1));
-            if delivered_150.is_none() && p.delivered_down.iter().any(|d| index_of(d) == 150) {
-                delivered_150 = Some(p.now);
-            }
+            note_delivery(&p, 150, &mut delivered_150);
         }
     }
     p.advance(Duration::from_secs(3));
@@ -523,16 +528,12 @@ fn a_hole_both_links_have_passed_is_reported_without_waiting_out_their_queues() 
         p.send_down(&packet(i, 1400));
         for _ in 0..3 {
             p.advance(Duration::from_micros(150));
-            if delivered.is_none() && p.delivered_down.iter().any(|d| index_of(d) == LOST) {
-                delivered = Some(p.now);
-            }
+            note_delivery(&p, LOST, &mut delivered);
         }
     }
     while delivered.is_none() && p.now < sent.unwrap() + Duration::from_secs(5) {
         p.advance(Duration::from_millis(1));
-        if p.delivered_down.iter().any(|d| index_of(d) == LOST) {
-            delivered = Some(p.now);
-        }
+        note_delivery(&p, LOST, &mut delivered);
     }
     p.advance(Duration::from_secs(3));
     assert_delivery_sane(&p.delivered_down, 2_200, 1400);
