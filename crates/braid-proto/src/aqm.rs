@@ -60,6 +60,14 @@ pub struct AqmConfig {
     /// with 40 ms, the mean hold falling from 223, 246 and 166 ms to 168, 209 and 125 (20 ms gave
     /// no more). On the testbed's Linux hosts case 3 was unchanged (12.7 and 12.6 Mbit/s, 2 runs).
     pub link_queue_limit: Duration,
+    /// Under `min-delay` and `eat`: how much slower than the fastest link (empty-queue one-way
+    /// delay) a link may be and still count as capacity worth a standing wait. When the fast
+    /// links are full, braid holds packets until they would arrive as late there as on the slower
+    /// link, then sends on both; CoDel judges only the delay beyond that (FMTCP Table II cases 6-8:
+    /// paths 100-400 ms apart; case 8 `oec-aqm` 9.2 -> 14.7 Mbit/s). The price is that much delay
+    /// for every passenger while the load needs the slower link. Zero turns it off; capped at
+    /// the longest braid holds a packet for a full link (500 ms).
+    pub equalize_limit: Duration,
 }
 
 impl Default for AqmConfig {
@@ -71,6 +79,7 @@ impl Default for AqmConfig {
             interval: Duration::from_millis(100),
             interval_rtts: 3.0,
             link_queue_limit: Duration::from_millis(40),
+            equalize_limit: Duration::from_millis(500),
         }
     }
 }

@@ -180,8 +180,13 @@ impl TxLink {
     /// owd of some link, to cancel the unknown clock offset): `size/capacity + Q + (d + δ)`
     /// (PluriBus 5.3). µs, may be negative.
     pub fn arrival_us(&self, now: Instant, size: usize, reference_owd: u32) -> i64 {
-        let owd = self.owd_us.map_or(0, |o| i64::from(o.wrapping_sub(reference_owd) as i32));
-        (self.queue_delay(now) + self.tx_time(size)).as_micros() as i64 + owd
+        (self.queue_delay(now) + self.tx_time(size)).as_micros() as i64 + self.relative_owd_us(reference_owd)
+    }
+
+    /// The link's empty-queue one-way delay `d + δ` relative to `reference_owd` (another link's,
+    /// to cancel the unknown clock offset), µs; 0 while the peer has reported none.
+    pub fn relative_owd_us(&self, reference_owd: u32) -> i64 {
+        self.owd_us.map_or(0, |o| i64::from(o.wrapping_sub(reference_owd) as i32))
     }
 
     /// Records a send: `Q <- max(0, Q - elapsed) + size / capacity` (PluriBus 5.2, as meant) and

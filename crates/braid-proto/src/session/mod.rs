@@ -180,7 +180,7 @@ pub struct Session {
     sent: PacketStore<SentMeta>,
     /// Passenger packets waiting for a link, with when they came in; numbered when they leave,
     /// so a packet the AQM drops leaves no hole.
-    pending_data: VecDeque<(Instant, Bytes)>,
+    pending_data: PendingData,
     /// With the AQM on, new data waits in `pending_data` until then: the link that delivers it
     /// first has a full queue ([`crate::aqm::AqmConfig::link_queue_limit`]).
     data_wait_until: Option<Instant>,
@@ -238,7 +238,7 @@ impl Session {
             cfg,
             links: Vec::new(),
             next_seq: 0,
-            pending_data: VecDeque::new(),
+            pending_data: PendingData::default(),
             data_wait_until: None,
             codel: Codel::default(),
             resends: VecDeque::new(),
@@ -351,7 +351,7 @@ impl Session {
             return Err(TunError::TooLarge { len: packet.len(), max: self.cfg.max_packet });
         }
         self.stats.tun_in += 1;
-        self.pending_data.push_back((now, Bytes::copy_from_slice(packet)));
+        self.pending_data.push_back(now, Bytes::copy_from_slice(packet));
         Ok(())
     }
 
@@ -723,5 +723,40 @@ impl Session {
 
     fn nack_retry(&self) -> Duration {
         self.nack_first_delay() + self.min_rtt() + Duration::from_millis(10)
+    }
+}
+
+/// Passenger packets waiting in braid for a link, oldest first, with the bytes they hold: the
+/// backlog a full link would still have to carry ([`Session::pick_data_link`]).
+#[derive(Debug, Default)]
+struct PendingData {
+    packets: VecDeque<(Instant, Bytes)>,
+    bytes: usize,
+}
+
+impl PendingData {
+    fn push_back(&mut self, arrived: Instant, packet: Bytes) {
+        self.bytes += packet.len();
+        self.packets.push_back((arrived, packet));
+    }
+
+    /// Puts a packet just taken back at the head, where it was.
+    fn push_front(&mut self, arrived: Instant, packet: Bytes) {
+        self.bytes += packet.len();
+        self.packets.push_front((arrived, packet));
+    }
+
+    fn pop_front(&mut self) -> Option<(Instant, Bytes)> {
+        let (arrived, packet) = self.packets.pop_front()?;
+        self.bytes -= packet.len();
+        Some((arrived, packet))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.packets.is_empty()
+    }
+
+    fn bytes(&self) -> usize {
+        self.bytes
     }
 }
