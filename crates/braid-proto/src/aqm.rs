@@ -64,7 +64,7 @@ pub struct AqmConfig {
     /// delay) a link may be and still count as capacity worth a standing wait. When the fast
     /// links are full, braid holds packets until they would arrive as late there as on the slower
     /// link, then sends on both; CoDel judges only the delay beyond that (FMTCP Table II cases 6-8:
-    /// paths 100-400 ms apart; case 8 `oec-aqm` 9.2 -> 14.7 Mbit/s). The price is that much delay
+    /// paths 100-400 ms apart; case 8 `oec-aqm` 7.4 -> 14.7 Mbit/s, 1 run). The price is that much delay
     /// for every passenger while the load needs the slower link. Zero turns it off; capped at
     /// the longest braid holds a packet for a full link (500 ms).
     pub equalize_limit: Duration,
