@@ -61,12 +61,15 @@ pub struct AqmConfig {
     /// no more). On the testbed's Linux hosts case 3 was unchanged (12.7 and 12.6 Mbit/s, 2 runs).
     pub link_queue_limit: Duration,
     /// Under `min-delay` and `eat`: how much slower than the fastest link (empty-queue one-way
-    /// delay) a link may be and still count as capacity worth a standing wait. When the fast
-    /// links are full, braid holds packets until they would arrive as late there as on the slower
-    /// link, then sends on both; CoDel judges only the delay beyond that (FMTCP Table II cases 6-8:
-    /// paths 100-400 ms apart; case 8 `oec-aqm` 7.4 -> 14.7 Mbit/s, 1 run). The price is that much delay
-    /// for every passenger while the load needs the slower link. Zero turns it off; capped at
-    /// the longest braid holds a packet for a full link (500 ms).
+    /// delay) a link may be and still count as capacity worth a standing wait. When the fast links
+    /// are full, braid holds packets until they would arrive as late there as on the slower link,
+    /// then sends on both; CoDel judges only the delay beyond that (FMTCP Table II cases 6-8: paths
+    /// 100-400 ms apart; case 8 `oec-aqm` 7.4 -> 14.7 Mbit/s, 1 run). The price is that much delay
+    /// for every passenger while the load needs the slower link. Zero turns it off; capped at the
+    /// longest braid holds a packet for a full link (500 ms). With OEC or RLNC the slower link
+    /// carries coded packets while it has no data, so the peer's sequencing buffer already waits
+    /// for it; under `arq` or no recovery its first data after a quiet second can arrive after the
+    /// peer gave its hole up, and is delivered late.
     pub equalize_limit: Duration,
 }
 

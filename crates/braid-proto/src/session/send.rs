@@ -170,22 +170,21 @@ impl Session {
     /// `arrived`. Under the delay-based schedulers (`min-delay`, `eat`) with the AQM on, a link
     /// whose estimated queue is above [`crate::aqm::AqmConfig::link_queue_limit`] takes no new
     /// data: PluriBus 4.3's earliest-arrival rule would keep filling the fastest link until its
-    /// queue matched the slower link's extra delay, and a modem's buffer is often smaller than
-    /// that (FMTCP Table II: 400 ms of extra delay against 200 ms of buffer). If such a full link
-    /// would still deliver the packet first, the packet waits in braid until the link's queue is
-    /// back at the limit, in the queue CoDel judges, rather than go 400 ms late on the slow link.
+    /// queue matched the slower link's extra delay, and a modem's buffer is often smaller than that
+    /// (FMTCP Table II: 400 ms of extra delay against 200 ms of buffer). If such a full link would
+    /// still deliver the packet first, the packet waits in braid until the link's queue is back at
+    /// the limit, in the queue CoDel judges, rather than go 400 ms late on the slow link.
     ///
     /// "First" counts the backlog waiting behind the packet: the full links must carry all of it
     /// before anything newer, so once draining it takes as long as the slower link's extra delay,
     /// the slower link takes the packet at the head, and the stream is still delivered no later
     /// than the backlog's newest packet would be (the ones between wait for the head at the peer
-    /// rather than in braid). The head itself has already waited out most of that backlog;
-    /// sending the newest packet on the slower link instead would spare it that wait, but needs
-    /// sequence numbers given on arrival, which OEC's and RLNC's windows of consecutive
-    /// numbers do not take. Judged
-    /// by the head packet alone, the slower link never looked faster (the head is always next on
-    /// the fast link), the backlog grew until CoDel dropped, and FMTCP Table II case 8's 500 ms
-    /// path carried no data (`oec-aqm`, 7.4 Mbit/s of 19.9); with CoDel judging from
+    /// rather than in braid). The head itself has already waited out most of that backlog; sending
+    /// the newest packet on the slower link instead would spare it that wait, but needs sequence
+    /// numbers given on arrival, which OEC's and RLNC's windows of consecutive numbers do not take.
+    /// Judged by the head packet alone, the slower link never looked faster (the head is always
+    /// next on the fast link), the backlog grew until CoDel dropped, and FMTCP Table II case 8's
+    /// 500 ms path carried no data (`oec-aqm`, 7.4 Mbit/s of 19.9); with CoDel judging from
     /// [`crate::aqm::AqmConfig::equalize_limit`] but the head alone, 2 % and 9.2; with the backlog
     /// counted too, 33 % and 14.7 (1 run each).
     fn pick_data_link(&mut self, now: Instant, size: usize, arrived: Instant) -> DataPick {
