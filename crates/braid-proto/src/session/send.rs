@@ -274,14 +274,13 @@ impl Session {
     /// adds little is not worth holding everyone's packets for its delay.
     pub(crate) fn equalized_delay_us(&self, reference: u32) -> i64 {
         let limit = self.cfg.aqm.equalize_limit.min(MAX_DATA_WAIT).as_micros() as i64;
-        let links: Vec<(i64, f64)> =
-            self.usable_slots().map(|s| (s.tx.relative_owd_us(reference), s.tx.capacity_bps())).collect();
-        let fastest = links.iter().map(|&(d, _)| d).min().unwrap_or(0);
-        let total: f64 = links.iter().map(|&(_, c)| c).sum();
-        links
-            .iter()
-            .filter(|&&(d, c)| d - fastest <= limit && c >= total * EQUALIZE_MIN_SHARE)
-            .map(|&(d, _)| d)
+        // Three passes over the two or three links rather than a Vec per dequeued packet.
+        let links = || self.usable_slots().map(|s| (s.tx.relative_owd_us(reference), s.tx.capacity_bps()));
+        let fastest = links().map(|(d, _)| d).min().unwrap_or(0);
+        let total: f64 = links().map(|(_, c)| c).sum();
+        links()
+            .filter(|&(d, c)| d - fastest <= limit && c >= total * EQUALIZE_MIN_SHARE)
+            .map(|(d, _)| d)
             .max()
             .unwrap_or(0)
             .max(0)
