@@ -37,9 +37,12 @@ pub struct AqmConfig {
     /// fraction of the round trip (see [`AqmConfig::target_fraction`]).
     pub target: Duration,
     /// The target as a fraction of the uplinks' smallest round trip, when that is larger than
-    /// `target`. A single CUBIC flow backs off to 0.7 of its window; a standing queue of about 0.3
-    /// of the path's delay keeps the uplinks busy through that. RFC 8289 4.3's 5 ms suits many
-    /// flows on short paths and empties a long fat pipe after every drop.
+    /// `target`. A single CUBIC flow backs off to 0.7 of its window, and only about 0.43 of its BDP
+    /// queued keeps the uplinks busy through that (more of the uplinks' delay when braid's
+    /// sequencing buffer lengthens its round trip). 0.3 trades a little of that for a shorter
+    /// standing queue: a whole round trip gained FMTCP Table II's bulk flow only 0.03-0.54 Mbit/s
+    /// (README). RFC 8289 4.3's 5 ms suits many flows on short paths and empties a long fat pipe
+    /// after every drop.
     pub target_fraction: f64,
     /// CoDel's interval: how long the queue may stay above target before the first drop. Never
     /// below this, and at least [`AqmConfig::interval_rtts`] of the uplinks' smallest round trip.
