@@ -597,6 +597,9 @@ pub struct Socket<'a> {
     /// so far, for `timeouts` and `recoveries`.
     timeouts: u32,
     recoveries: u32,
+    /// braid: timeouts of this connection's SYN or SYN-ACK, undone when it is established
+    /// (`Controller::on_established`).
+    handshake_timeouts: u32,
 
     /// Duration for Delayed ACK. If None no ACKs will be delayed.
     ack_delay: Option<Duration>,
@@ -697,6 +700,7 @@ impl<'a> Socket<'a> {
             hystart_sends: alloc::collections::VecDeque::new(),
             hystart_round_end: None,
             timeouts: 0,
+            handshake_timeouts: 0,
             recoveries: 0,
             ack_delay: Some(ACK_DELAY_DEFAULT),
             ack_delay_timer: AckDelayTimer::Idle,
@@ -1090,6 +1094,7 @@ impl<'a> Socket<'a> {
         self.recovery_point = None;
         self.rto_point = None;
         self.hystart_sends.clear();
+        self.handshake_timeouts = 0;
 
         #[cfg(feature = "async")]
         {
@@ -2242,6 +2247,9 @@ impl<'a> Socket<'a> {
             // ACK packets in the SYN-RECEIVED state change it to ESTABLISHED.
             (State::SynReceived, TcpControl::None) => {
                 self.set_state(State::Established);
+                self.congestion_controller
+                    .inner_mut()
+                    .on_established(self.handshake_timeouts);
             }
 
             // FIN packets in the SYN-RECEIVED state change it to CLOSE-WAIT.
@@ -2287,6 +2295,9 @@ impl<'a> Socket<'a> {
 
                 if repr.ack_number.is_some() {
                     self.set_state(State::Established);
+                    self.congestion_controller
+                        .inner_mut()
+                        .on_established(self.handshake_timeouts);
                 } else {
                     self.set_state(State::SynReceived);
                 }
@@ -2816,6 +2827,9 @@ impl<'a> Socket<'a> {
                 // If a retransmit timer expired, we should resend data starting at the last ACK.
                 net_debug!("retransmitting after rto");
                 self.timeouts = self.timeouts.saturating_add(1);
+                if matches!(self.state, State::SynSent | State::SynReceived) {
+                    self.handshake_timeouts = self.handshake_timeouts.saturating_add(1);
+                }
 
                 // Inform the congestion controller that we're retransmitting and should enter the slow start state
                 let in_flight = self.flight_size();

@@ -682,3 +682,37 @@ fn byte_counting_grows_the_window_by_what_a_stretched_ack_covers() {
     // Counting the bytes, the thinned ACKs cost little: the window grows as with every ACK.
     assert!(counted < every_ack.mul_f64(1.2), "thinned {counted:?}, every ACK {every_ack:?}");
 }
+
+/// The time a 5 MB download takes over a 20 Mbit/s pipe of `one_way` delay, and the sender's
+/// counters.
+fn download_over_a_long_pipe(one_way: Duration) -> (Duration, TcpCounters) {
+    let (mut r, mut w) = configs(17);
+    for h in [&mut r, &mut w] {
+        h.sack = true;
+        h.hystart = true;
+        h.linux_rto = true;
+        h.socket_buffer = 4_000_000;
+    }
+    let mut pipe = Pipe::lan();
+    pipe.delay = one_way;
+    pipe.rate_bps = Some(20_000_000);
+    let mut net = Net::new(pipe, r, w);
+    net.start(FlowId(1), Dir::Down, Some(5_000_000));
+    assert!(net.run_flows(secs(300.0)));
+    assert_eq!(completed_bytes(&net, FlowId(1), Side::Rider), 5_000_000);
+    (net.fct(FlowId(1)).unwrap(), net.web.tcp_counters())
+}
+
+#[test]
+fn a_handshake_slower_than_the_initial_rto_still_starts_in_slow_start() {
+    // A round trip just over the 1 s initial RTO: the SYN-ACK times out though nothing was lost.
+    let (slow, slow_events) = download_over_a_long_pipe(Duration::from_millis(520));
+    let (fast, fast_events) = download_over_a_long_pipe(Duration::from_millis(480));
+    assert!(slow_events.timeouts >= 1, "no handshake timeout at 1.04 s RTT: {slow_events:?}");
+    assert_eq!(fast_events.timeouts, 0, "{fast_events:?}");
+    // Linux undoes the timeout's ssthresh when the handshake ends (`tcp_init_metrics`), so the
+    // transfer starts in slow start either way and takes about 8 % longer, as the RTT is. Were
+    // ssthresh left at two segments, CUBIC would grow the window from there: several times
+    // longer.
+    assert!(slow < fast.mul_f64(1.3), "RTT 1.04 s: {slow:?}, RTT 0.96 s: {fast:?}");
+}

@@ -39,6 +39,13 @@ pub(super) trait Controller {
     /// braid: set the window a connection starts with (`Socket::set_initial_window`).
     fn set_initial_window(&mut self, bytes: usize) {}
 
+    /// braid: the handshake is over, after `handshake_timeouts` SYN or SYN-ACK timeouts. Linux
+    /// undoes what those timeouts did to the window (`tcp_init_metrics`: "ssthresh may have been
+    /// reduced unnecessarily during 3WHS. Restore it back to its initial default"; and
+    /// `tcp_init_transfer`: the initial window, or one segment after more than one handshake
+    /// retransmission, RFC 6298 5.7 relaxed for the 1 s initial RTO).
+    fn on_established(&mut self, handshake_timeouts: u32) {}
+
     /// braid: grow the window by all the data an ACK covers, not at most one MSS
     /// (`Socket::set_byte_counting`).
     fn set_byte_counting(&mut self, enabled: bool) {}

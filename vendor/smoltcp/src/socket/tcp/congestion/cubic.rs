@@ -35,6 +35,9 @@ pub struct Cubic {
     idle_start: Option<Instant>, // RFC 9438 §4.2: when in-flight last hit 0
     // braid: `Socket::set_byte_counting`.
     byte_counting: bool,
+    // braid: the window a connection starts with, restored when the handshake ends
+    // (`on_established`).
+    initial_window: usize,
 
     // braid: HyStart's delay rule (`Socket::set_hystart`, which is what feeds it samples): the
     // smallest RTT sample seen (ms) and how many samples were looked at.
@@ -65,6 +68,7 @@ impl Cubic {
             in_rto_recovery: false,
             idle_start: None,
             byte_counting: false,
+            initial_window: INITIAL_WINDOW,
             min_rtt: u32::MAX,
             samples_seen: 0,
             round: 0,
@@ -290,9 +294,26 @@ impl Controller for Cubic {
     // braid: see `Socket::set_initial_window`.
     fn set_initial_window(&mut self, bytes: usize) {
         let bytes = bytes.max(1);
+        self.initial_window = bytes;
         self.cwnd = bytes;
         self.w_est = bytes as f64;
         self.cwnd_prior = bytes;
+    }
+
+    fn on_established(&mut self, handshake_timeouts: u32) {
+        if handshake_timeouts == 0 {
+            return;
+        }
+        self.ssthresh = usize::MAX;
+        self.cwnd = if handshake_timeouts > 1 {
+            self.mss
+        } else {
+            self.initial_window
+        };
+        self.w_est = self.cwnd as f64;
+        self.cwnd_prior = self.cwnd;
+        self.in_rto_recovery = false;
+        self.recovery_start = None;
     }
 
     fn set_byte_counting(&mut self, enabled: bool) {

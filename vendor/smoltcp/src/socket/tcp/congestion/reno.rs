@@ -22,6 +22,9 @@ pub struct Reno {
     in_rto_recovery: bool,
     // braid: `Socket::set_byte_counting`.
     byte_counting: bool,
+    // braid: the window a connection starts with, restored when the handshake ends
+    // (`on_established`).
+    initial_window: usize,
 }
 
 impl Reno {
@@ -35,6 +38,7 @@ impl Reno {
             in_fast_recovery: false,
             in_rto_recovery: false,
             byte_counting: false,
+            initial_window: INITIAL_WINDOW,
         }
     }
 }
@@ -118,7 +122,21 @@ impl Controller for Reno {
 
     // braid: see `Socket::set_initial_window`.
     fn set_initial_window(&mut self, bytes: usize) {
-        self.cwnd = bytes.max(1);
+        self.initial_window = bytes.max(1);
+        self.cwnd = self.initial_window;
+    }
+
+    fn on_established(&mut self, handshake_timeouts: u32) {
+        if handshake_timeouts == 0 {
+            return;
+        }
+        self.ssthresh = usize::MAX;
+        self.cwnd = if handshake_timeouts > 1 {
+            self.mss
+        } else {
+            self.initial_window
+        };
+        self.in_rto_recovery = false;
     }
 
     fn set_byte_counting(&mut self, enabled: bool) {
