@@ -781,7 +781,9 @@ impl<'a> Socket<'a> {
     /// 6298's max(min RTO, SRTT + 4 x RTTVAR). On a path whose RTT is steady, RFC 6298's RTO sits
     /// a few ms above the RTT, and any delay spike (a link-layer retransmission, a tunnel's
     /// sequencing buffer waiting for a repair) times out; Linux's waits at least the minimum RTO
-    /// (200 ms) longer than the smoothed RTT. Kept across a socket reset, as the RTO bounds are.
+    /// (200 ms) longer than the smoothed RTT. Also as Linux, a SYN or SYN-ACK timeout is undone
+    /// once the handshake is over (`Controller::on_established`): a path whose RTT exceeds the 1 s
+    /// initial RTO still starts in slow start. Kept across a socket reset, as the RTO bounds are.
     pub fn set_linux_rto(&mut self, enabled: bool) {
         self.rtte.linux_rto = enabled;
     }
@@ -1575,6 +1577,17 @@ impl<'a> Socket<'a> {
             .saturating_sub(self.pipe())
     }
 
+    /// braid: with `linux_rto`, Linux's undoing of what SYN or SYN-ACK timeouts did to the window
+    /// once the handshake is over (`Controller::on_established`). Part of `linux_rto` so that
+    /// scenarios without it keep their figures.
+    fn undo_handshake_timeouts(&mut self) {
+        if self.rtte.linux_rto {
+            self.congestion_controller
+                .inner_mut()
+                .on_established(self.handshake_timeouts);
+        }
+    }
+
     /// braid: whether RFC 6675 recovery is in use on this connection.
     fn sack_active(&self) -> bool {
         self.sack_recovery && self.remote_has_sack
@@ -2247,9 +2260,7 @@ impl<'a> Socket<'a> {
             // ACK packets in the SYN-RECEIVED state change it to ESTABLISHED.
             (State::SynReceived, TcpControl::None) => {
                 self.set_state(State::Established);
-                self.congestion_controller
-                    .inner_mut()
-                    .on_established(self.handshake_timeouts);
+                self.undo_handshake_timeouts();
             }
 
             // FIN packets in the SYN-RECEIVED state change it to CLOSE-WAIT.
@@ -2295,9 +2306,7 @@ impl<'a> Socket<'a> {
 
                 if repr.ack_number.is_some() {
                     self.set_state(State::Established);
-                    self.congestion_controller
-                        .inner_mut()
-                        .on_established(self.handshake_timeouts);
+                    self.undo_handshake_timeouts();
                 } else {
                     self.set_state(State::SynReceived);
                 }

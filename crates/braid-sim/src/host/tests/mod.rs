@@ -711,8 +711,7 @@ fn a_handshake_slower_than_the_initial_rto_still_starts_in_slow_start() {
     assert!(slow_events.timeouts >= 1, "no handshake timeout at 1.04 s RTT: {slow_events:?}");
     assert_eq!(fast_events.timeouts, 0, "{fast_events:?}");
     // Linux undoes the timeout's ssthresh when the handshake ends (`tcp_init_metrics`), so the
-    // transfer starts in slow start either way and takes about 8 % longer, as the RTT is. Were
-    // ssthresh left at two segments, CUBIC would grow the window from there: several times
-    // longer.
+    // transfer starts in slow start either way: 15.0 s against 13.9 s. Were ssthresh left at two
+    // segments, CUBIC would grow the window from there: 28.5 s.
     assert!(slow < fast.mul_f64(1.3), "RTT 1.04 s: {slow:?}, RTT 0.96 s: {fast:?}");
 }
