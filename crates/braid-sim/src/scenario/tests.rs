@@ -823,3 +823,21 @@ mod never_panics {
         }
     }
 }
+
+#[test]
+fn the_table2_bound_is_cases_1_to_5_without_their_losses() {
+    // One lossless link per point, in case order, carrying each case's sum of capacity x (1 - loss)
+    // at the same one-way delay, so that comparing a case with its point is fair.
+    let ideal = Scenario::from_file(&scenarios_dir().join("fmtcp-table2-ideal.toml")).unwrap();
+    let points = ideal.expand_sweep();
+    assert_eq!(points.len(), 5);
+    for (i, (_, point)) in points.iter().enumerate() {
+        let case = Scenario::from_file(&scenarios_dir().join(format!("fmtcp-table2-case{}.toml", i + 1))).unwrap();
+        let usable: f64 = case.links.iter().map(|l| l.down.rate.mean_kbps() * (1.0 - l.down.loss.mean_loss())).sum();
+        let [link] = point.links.as_slice() else { panic!("point {i}: {} links", point.links.len()) };
+        assert!((link.down.rate.mean_kbps() - usable).abs() < 1.0, "case {}: {:?} vs {usable}", i + 1, link.down.rate);
+        assert_eq!(link.down.loss.mean_loss(), 0.0);
+        assert_eq!(link.down.delay, case.links[1].down.delay);
+        assert_eq!((point.duration, point.tcp.clone()), (case.duration, case.tcp.clone()));
+    }
+}
