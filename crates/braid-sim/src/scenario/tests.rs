@@ -838,6 +838,6 @@ fn the_table2_bound_is_cases_1_to_5_without_their_losses() {
         assert!((link.down.rate.mean_kbps() - usable).abs() < 1.0, "case {}: {:?} vs {usable}", i + 1, link.down.rate);
         assert_eq!(link.down.loss.mean_loss(), 0.0);
         assert_eq!(link.down.delay, case.links[1].down.delay);
-        assert_eq!((point.duration, point.tcp.clone()), (case.duration, case.tcp.clone()));
+        assert_eq!((point.duration, point.tcp), (case.duration, case.tcp));
     }
 }
