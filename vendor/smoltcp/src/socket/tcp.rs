@@ -1581,7 +1581,7 @@ impl<'a> Socket<'a> {
     /// once the handshake is over (`Controller::on_established`). Part of `linux_rto` so that
     /// scenarios without it keep their figures.
     fn undo_handshake_timeouts(&mut self) {
-        if self.rtte.linux_rto {
+        if self.rtte.linux_rto && self.handshake_timeouts > 0 {
             self.congestion_controller
                 .inner_mut()
                 .on_established(self.handshake_timeouts);

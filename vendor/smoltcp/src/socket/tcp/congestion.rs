@@ -39,7 +39,8 @@ pub(super) trait Controller {
     /// braid: set the window a connection starts with (`Socket::set_initial_window`).
     fn set_initial_window(&mut self, bytes: usize) {}
 
-    /// braid: the handshake is over, after `handshake_timeouts` SYN or SYN-ACK timeouts. Linux
+    /// braid: the handshake is over, after `handshake_timeouts` (at least one) SYN or SYN-ACK
+    /// timeouts. Linux
     /// undoes what those timeouts did to the window (`tcp_init_metrics`: "ssthresh may have been
     /// reduced unnecessarily during 3WHS. Restore it back to its initial default"; and
     /// `tcp_init_transfer`: the initial window, or one segment after more than one handshake

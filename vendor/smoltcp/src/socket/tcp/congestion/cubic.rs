@@ -301,9 +301,6 @@ impl Controller for Cubic {
     }
 
     fn on_established(&mut self, handshake_timeouts: u32) {
-        if handshake_timeouts == 0 {
-            return;
-        }
         self.ssthresh = usize::MAX;
         self.cwnd = if handshake_timeouts > 1 {
             self.mss
