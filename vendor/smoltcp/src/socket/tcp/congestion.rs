@@ -40,10 +40,9 @@ pub(super) trait Controller {
     fn set_initial_window(&mut self, bytes: usize) {}
 
     /// braid: the handshake is over, after `handshake_timeouts` (at least one) SYN or SYN-ACK
-    /// timeouts. Linux
-    /// undoes what those timeouts did to the window (`tcp_init_metrics`: "ssthresh may have been
-    /// reduced unnecessarily during 3WHS. Restore it back to its initial default"; and
-    /// `tcp_init_transfer`: the initial window, or one segment after more than one handshake
+    /// timeouts. Linux undoes what those timeouts did to the window (`tcp_init_metrics`: "ssthresh
+    /// may have been reduced unnecessarily during 3WHS. Restore it back to its initial default";
+    /// and `tcp_init_transfer`: the initial window, or one segment after more than one handshake
     /// retransmission, RFC 6298 5.7 relaxed for the 1 s initial RTO).
     fn on_established(&mut self, handshake_timeouts: u32) {}
 
