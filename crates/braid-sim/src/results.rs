@@ -76,6 +76,8 @@ pub struct RunResult {
     pub tcp_timeouts: u64,
     /// Loss recoveries (fast retransmit or SACK recovery) the end hosts' TCP senders entered.
     pub tcp_recoveries: u64,
+    /// Of `tcp_timeouts`, those the senders found spurious and undid (F-RTO).
+    pub tcp_spurious_timeouts: u64,
     /// Fraction of delivered packets that left the sequencing buffer after their hold expired.
     pub late_fraction: f64,
     /// Fraction of delivered packets that waited in the sequencing buffer.
@@ -154,6 +156,8 @@ pub struct SchemeResult {
     pub tcp_timeouts: f64,
     /// End hosts' TCP loss recoveries, mean per run.
     pub tcp_recoveries: f64,
+    /// End hosts' spurious (undone) TCP timeouts, mean per run.
+    pub tcp_spurious_timeouts: f64,
     /// Mean late fraction.
     pub late_fraction: f64,
     /// Mean reordered fraction.

@@ -157,6 +157,7 @@ pub fn aggregate(scheme: &str, sweep_value: Option<f64>, runs: &[&RunResult]) ->
         resent: runs.iter().map(|r| r.resent).sum(),
         tcp_timeouts: mean(runs.iter().map(|r| r.tcp_timeouts as f64)),
         tcp_recoveries: mean(runs.iter().map(|r| r.tcp_recoveries as f64)),
+        tcp_spurious_timeouts: mean(runs.iter().map(|r| r.tcp_spurious_timeouts as f64)),
         late_fraction: mean(runs.iter().map(|r| r.late_fraction)),
         reordered_fraction: mean(runs.iter().map(|r| r.reordered_fraction)),
         mean_hold_ms: mean(runs.iter().map(|r| r.mean_hold_ms)),

@@ -614,6 +614,7 @@ impl<'a> World<'a> {
             resent: cs.data_resent + ss.data_resent,
             tcp_timeouts: tcp.timeouts,
             tcp_recoveries: tcp.recoveries,
+            tcp_spurious_timeouts: tcp.spurious_timeouts,
             late_fraction: ratio(cr.late + sr.late, delivered),
             reordered_fraction: ratio(waited, delivered),
             mean_hold_ms: if waited > 0 { (cr.wait_us + sr.wait_us) as f64 / waited as f64 / 1000.0 } else { 0.0 },

@@ -410,8 +410,8 @@ pub fn tcp_events(ns: &Netns) -> TcpCounters {
 }
 
 /// The `TcpExt` counters of a `/proc/net/netstat` text (a header line of names, then a line of
-/// values, both starting `TcpExt:`): `TCPTimeouts`, and `TCPSackRecovery + TCPRenoRecovery`,
-/// the recoveries entered, each one window cut.
+/// values, both starting `TcpExt:`): `TCPTimeouts`, `TCPSackRecovery + TCPRenoRecovery` (the
+/// recoveries entered, each one window cut) and `TCPSpuriousRTOs` (timeouts F-RTO undid).
 pub fn parse_tcp_events(netstat: &str) -> TcpCounters {
     let mut lines = netstat.lines().filter(|l| l.starts_with("TcpExt:"));
     let (Some(names), Some(values)) = (lines.next(), lines.next()) else { return TcpCounters::default() };
@@ -421,6 +421,7 @@ pub fn parse_tcp_events(netstat: &str) -> TcpCounters {
         match name {
             "TCPTimeouts" => e.timeouts += v,
             "TCPSackRecovery" | "TCPRenoRecovery" => e.recoveries += v,
+            "TCPSpuriousRTOs" => e.spurious_timeouts += v,
             _ => {}
         }
     }
@@ -438,11 +439,11 @@ mod tests {
 
     #[test]
     fn tcp_events_are_read_by_name_from_the_tcpext_lines() {
-        let netstat = "TcpExt: SyncookiesSent TCPTimeouts TCPRenoRecovery TCPSackRecovery DelayedACKs\n\
-                       TcpExt: 1 7 2 5 40\n\
+        let netstat = "TcpExt: SyncookiesSent TCPTimeouts TCPRenoRecovery TCPSackRecovery TCPSpuriousRTOs\n\
+                       TcpExt: 1 7 2 5 3\n\
                        IpExt: InNoRoutes TCPTimeouts\n\
                        IpExt: 0 99\n";
-        assert_eq!(parse_tcp_events(netstat), TcpCounters { timeouts: 7, recoveries: 7 });
+        assert_eq!(parse_tcp_events(netstat), TcpCounters { timeouts: 7, recoveries: 7, spurious_timeouts: 3 });
         assert_eq!(parse_tcp_events("garbage\n"), TcpCounters::default());
         assert_eq!(parse_tcp_events("TcpExt: TCPTimeouts\n"), TcpCounters::default(), "no values line");
     }

@@ -212,6 +212,7 @@ fn run_one(
         resent: 0,
         tcp_timeouts: 0,
         tcp_recoveries: 0,
+        tcp_spurious_timeouts: 0,
         late_fraction: 0.0,
         reordered_fraction: 0.0,
         mean_hold_ms: 0.0,
@@ -280,6 +281,7 @@ fn run_one(
     r.overhead = on_air as f64 / after.web_bytes.saturating_sub(before.web_bytes).max(1) as f64;
     r.tcp_timeouts = after.tcp.timeouts.saturating_sub(before.tcp.timeouts);
     r.tcp_recoveries = after.tcp.recoveries.saturating_sub(before.tcp.recoveries);
+    r.tcp_spurious_timeouts = after.tcp.spurious_timeouts.saturating_sub(before.tcp.spurious_timeouts);
     r.datagrams = links.iter().map(|l| l.up.offered_packets + l.down.offered_packets).sum();
     r.links = link_results(&links, &scenario.links, emulated, &data_sent);
     for l in &mut r.links {

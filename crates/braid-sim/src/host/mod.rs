@@ -93,6 +93,9 @@ pub struct TcpCounters {
     pub timeouts: u64,
     /// Loss recoveries entered (fast retransmit or SACK recovery), each a congestion response.
     pub recoveries: u64,
+    /// Of `timeouts`, those found spurious and undone (F-RTO; Linux's `TCPSpuriousRTOs`): the
+    /// data had only been delayed.
+    pub spurious_timeouts: u64,
 }
 
 impl TcpCounters {
@@ -100,13 +103,18 @@ impl TcpCounters {
     fn add_socket(&mut self, socket: &tcp::Socket<'_>) {
         self.timeouts += u64::from(socket.timeouts());
         self.recoveries += u64::from(socket.recoveries());
+        self.spurious_timeouts += u64::from(socket.spurious_timeouts());
     }
 }
 
 impl std::ops::Add for TcpCounters {
     type Output = TcpCounters;
     fn add(self, o: TcpCounters) -> TcpCounters {
-        TcpCounters { timeouts: self.timeouts + o.timeouts, recoveries: self.recoveries + o.recoveries }
+        TcpCounters {
+            timeouts: self.timeouts + o.timeouts,
+            recoveries: self.recoveries + o.recoveries,
+            spurious_timeouts: self.spurious_timeouts + o.spurious_timeouts,
+        }
     }
 }
 

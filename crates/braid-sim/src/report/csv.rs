@@ -45,7 +45,7 @@ type WriteFile = fn(&SimReport, &mut dyn Write) -> io::Result<()>;
 type ResultColumn = (&'static str, fn(&SchemeResult) -> String);
 
 /// The columns of `results.csv`: every scalar field of [`SchemeResult`] (links are in `links.csv`).
-const RESULT_COLUMNS: [ResultColumn; 28] = [
+const RESULT_COLUMNS: [ResultColumn; 29] = [
     ("scheme", |r| r.scheme.clone()),
     ("sweep_value", |r| opt(r.sweep_value)),
     ("runs", |r| r.runs.to_string()),
@@ -66,6 +66,7 @@ const RESULT_COLUMNS: [ResultColumn; 28] = [
     ("resent", |r| r.resent.to_string()),
     ("tcp_timeouts", |r| r.tcp_timeouts.to_string()),
     ("tcp_recoveries", |r| r.tcp_recoveries.to_string()),
+    ("tcp_spurious_timeouts", |r| r.tcp_spurious_timeouts.to_string()),
     ("late_fraction", |r| r.late_fraction.to_string()),
     ("reordered_fraction", |r| r.reordered_fraction.to_string()),
     ("mean_hold_ms", |r| r.mean_hold_ms.to_string()),
@@ -230,7 +231,7 @@ mod tests {
         // 3 schemes x 2 sweep values; each with 2 runs of 4 flows and 2 links; series of 10 s in run 0.
         let results = read(&files[0]);
         assert_eq!(results.len(), 1 + 6);
-        assert_eq!(results[0].split(',').count(), 28);
+        assert_eq!(results[0].split(',').count(), 29);
         assert!(results[0].starts_with("scheme,sweep_value,runs,flows,fct_mean_s,fct_ci95_s"));
         assert!(results[1].starts_with("oec,0.01,2,8,0.5,"), "{}", results[1]);
         let flows = read(&files[1]);

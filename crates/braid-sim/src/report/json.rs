@@ -47,7 +47,7 @@ mod tests {
     use crate::report::fixture;
 
     /// Every SchemeResult field: the keys of DESIGN.md 6 and the rest of the struct.
-    const RESULT_KEYS: [&str; 29] = [
+    const RESULT_KEYS: [&str; 30] = [
         "scheme",
         "runs",
         "flows",
@@ -67,6 +67,7 @@ mod tests {
         "resent",
         "tcp_timeouts",
         "tcp_recoveries",
+        "tcp_spurious_timeouts",
         "late_fraction",
         "reordered_fraction",
         "mean_hold_ms",

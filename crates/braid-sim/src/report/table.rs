@@ -52,10 +52,16 @@ pub fn table(report: &SimReport, versus: &[Versus]) -> String {
     // The end hosts' view: a timeout idles a flow for an RTO or more, which the goodput and FCT
     // columns show only as a smaller number.
     columns.push(Column::new(
-        "TCP RTOs / recoveries per run",
+        "TCP RTOs (undone) / recoveries per run",
         Align::Right,
-        &[" / "],
-        cells(&|r| Some(vec![format!("{:.1}", r.tcp_timeouts), format!("{:.1}", r.tcp_recoveries)])),
+        &[" (", ") / "],
+        cells(&|r| {
+            Some(vec![
+                format!("{:.1}", r.tcp_timeouts),
+                format!("{:.1}", r.tcp_spurious_timeouts),
+                format!("{:.1}", r.tcp_recoveries),
+            ])
+        }),
     ));
     columns.push(Column::new(
         "goodput ± CI95 (kbit/s)",

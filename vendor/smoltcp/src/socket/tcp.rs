@@ -188,6 +188,15 @@ struct RttEstimator {
     samples: u32,
     // braid: HyStart's round count: a round ends when what was sent at its start is ACKed.
     round: u32,
+    // braid: with `linux_rto`, Linux's `tcp_rtt_estimator` on a sample from every ACK
+    // (`linux_sample`), in µs as Linux keeps them: SRTT x 8, mdev x 4, the round's largest mdev,
+    // the RTTVAR in force, and the sequence number whose ACK ends the round (None before the
+    // first sample).
+    l_srtt8: u64,
+    l_mdev4: u64,
+    l_mdev_max: u64,
+    l_rttvar: u64,
+    l_rtt_seq: Option<TcpSeqNumber>,
 }
 
 impl Default for RttEstimator {
@@ -213,6 +222,11 @@ impl RttEstimator {
             last_sample: 0,
             samples: 0,
             round: 0,
+            l_srtt8: 0,
+            l_mdev4: 0,
+            l_mdev_max: 0,
+            l_rttvar: 0,
+            l_rtt_seq: None,
         }
     }
 
@@ -288,7 +302,64 @@ impl RttEstimator {
         }
     }
 
+    /// braid: Linux's `tcp_rtt_estimator` and `tcp_set_rto` (`Socket::set_linux_rto`) on the
+    /// RTT of the oldest segment an ACK newly covers that was never sent twice (Karn), taken on
+    /// every such ACK rather than on one timed segment per round trip. smoltcp's one sample per
+    /// round trip times the first segment of a burst, which behind a tunnel's sequencing buffer
+    /// is the one that met an empty queue, so its SRTT stayed at the path's 200 ms while ACKs took
+    /// 450-680 ms and the RTO fired on data that was only queued. RTTVAR is the largest 4 x mdev
+    /// of the last round trip, never below the minimum RTO, and decays by a quarter per round.
+    fn linux_sample(&mut self, rtt_us: u64, snd_una: TcpSeqNumber, snd_nxt: TcpSeqNumber) {
+        let rto_min = u64::from(self.min_rto) * 1000;
+        let m = rtt_us.max(1) as i64;
+        if let Some(rtt_seq) = self.l_rtt_seq {
+            let mut err = m - (self.l_srtt8 >> 3) as i64;
+            self.l_srtt8 = (self.l_srtt8 as i64 + err).max(1) as u64;
+            let mdev4 = self.l_mdev4 as i64;
+            if err < 0 {
+                // A sample below SRTT moves mdev an eighth as much (Linux: "the RTT is falling,
+                // don't let the RTO shrink on every ACK").
+                err = -err - (mdev4 >> 2);
+                if err > 0 {
+                    err >>= 3;
+                }
+            } else {
+                err -= mdev4 >> 2;
+            }
+            self.l_mdev4 = (mdev4 + err).max(0) as u64;
+            if self.l_mdev4 > self.l_mdev_max {
+                self.l_mdev_max = self.l_mdev4;
+                self.l_rttvar = self.l_rttvar.max(self.l_mdev_max);
+            }
+            if snd_una > rtt_seq {
+                if self.l_mdev_max < self.l_rttvar {
+                    self.l_rttvar -= (self.l_rttvar - self.l_mdev_max) >> 2;
+                }
+                self.l_rtt_seq = Some(snd_nxt);
+                self.l_mdev_max = rto_min;
+            }
+        } else {
+            self.l_srtt8 = (m as u64) << 3;
+            self.l_mdev4 = (m as u64) << 1;
+            self.l_rttvar = self.l_mdev4.max(rto_min);
+            self.l_mdev_max = self.l_rttvar;
+            self.l_rtt_seq = Some(snd_nxt);
+        }
+        self.have_measurement = true;
+        self.srtt = ((self.l_srtt8 >> 3) / 1000) as u32;
+        self.rttvar = (self.l_rttvar / 4000) as u32;
+        let rto_ms = ((self.l_srtt8 >> 3) + self.l_rttvar).div_ceil(1000);
+        self.rto = (rto_ms.min(u64::from(RTTE_MAX_RTO)) as u32).clamp(self.min_rto, RTTE_MAX_RTO);
+        // RFC 6298 and Linux: a valid sample ends the backoff.
+        self.rto_count = 0;
+    }
+
     fn on_ack(&mut self, timestamp: Instant, seq: TcpSeqNumber) {
+        // braid: with `linux_rto`, once every ACK gives a sample (`linux_sample`), the one timed
+        // segment is not used.
+        if self.l_rtt_seq.is_some() {
+            return;
+        }
         if let Some((sent_timestamp, sent_seq)) = self.timestamp
             && seq >= sent_seq
         {
@@ -315,6 +386,14 @@ impl RttEstimator {
             self.have_measurement = false;
             tcp_trace!("rtte: too many retransmissions, clearing srtt, rttvar.");
         }
+    }
+
+    /// braid: a spurious timeout's backoff undone (`Socket::set_linux_rto`'s F-RTO): the RTO
+    /// before the episode. Linux gets the same from the RTT sample the original segments' ACK
+    /// gives it (timestamps, or SACKed data never sent again).
+    fn undo_backoff(&mut self, rto: u32) {
+        self.rto = rto;
+        self.rto_count = 0;
     }
 
     fn on_retransmit(&mut self) {
@@ -586,11 +665,22 @@ pub struct Socket<'a> {
     /// braid: the highest sequence number sent before a retransmission timeout, until it is
     /// ACKed; no SACK recovery starts before (RFC 6675 5.1).
     rto_point: Option<TcpSeqNumber>,
-    /// braid: HyStart on (`set_hystart`): the end and send time of each segment of new data
-    /// in flight, so that every ACK gives an RTT sample, as Linux's do (smoltcp times one
-    /// segment per round trip, too few to see a queue build within a round).
+    /// braid: with `linux_rto`, F-RTO (RFC 5682's SACK-enhanced form, as Linux's
+    /// `tcp_process_loss`) during a timeout episode: whether it applies (not after a first
+    /// timeout in SACK recovery, where the retransmission itself was likely lost), the highest
+    /// octet sent again since the timeout (everything sent between it and `rto_point` left
+    /// before the timeout) and the RTO before the episode's backoff.
+    frto: bool,
+    rto_rexmit_high: TcpSeqNumber,
+    rto_before_backoff: u32,
+    /// braid: timeouts found spurious and undone (`spurious_timeouts`).
+    spurious_timeouts: u32,
+    /// braid: HyStart on (`set_hystart`).
     hystart: bool,
-    hystart_sends: alloc::collections::VecDeque<(TcpSeqNumber, Instant)>,
+    /// braid: with HyStart or `linux_rto`, the end and send time of each segment of new data in
+    /// flight, so that every ACK gives an RTT sample, as Linux's do (smoltcp times one segment
+    /// per round trip, too few to see a queue build within a round).
+    sent_times: alloc::collections::VecDeque<(TcpSeqNumber, Instant)>,
     /// braid: the sequence number that ends HyStart's current round (RFC 9406 windowEnd).
     hystart_round_end: Option<TcpSeqNumber>,
     /// braid: retransmission timeouts and loss recoveries (fast retransmit or SACK recovery)
@@ -696,8 +786,12 @@ impl<'a> Socket<'a> {
             recovery_point: None,
             high_rxt: TcpSeqNumber::default(),
             rto_point: None,
+            frto: false,
+            rto_rexmit_high: TcpSeqNumber::default(),
+            rto_before_backoff: 0,
+            spurious_timeouts: 0,
             hystart: false,
-            hystart_sends: alloc::collections::VecDeque::new(),
+            sent_times: alloc::collections::VecDeque::new(),
             hystart_round_end: None,
             timeouts: 0,
             handshake_timeouts: 0,
@@ -783,7 +877,11 @@ impl<'a> Socket<'a> {
     /// sequencing buffer waiting for a repair) times out; Linux's waits at least the minimum RTO
     /// (200 ms) longer than the smoothed RTT. Also as Linux, a SYN or SYN-ACK timeout is undone
     /// once the handshake is over (`Controller::on_established`): a path whose RTT exceeds the 1 s
-    /// initial RTO still starts in slow start. Kept across a socket reset, as the RTO bounds are.
+    /// initial RTO still starts in slow start. And with SACK, a timeout on data that was only
+    /// delayed is undone (F-RTO, RFC 5682 as Linux's `tcp_process_loss` runs it, on by default
+    /// there): once data sent before the timeout and never since is ACKed or SACKed, the window
+    /// and the RTO are put back as they were and nothing more is sent again
+    /// (`Controller::undo_rto`). Kept across a socket reset, as the RTO bounds are.
     pub fn set_linux_rto(&mut self, enabled: bool) {
         self.rtte.linux_rto = enabled;
     }
@@ -792,6 +890,13 @@ impl<'a> Socket<'a> {
     /// counts again): the stalls a simulated sender suffered, which a run's goodput hides.
     pub fn timeouts(&self) -> u32 {
         self.timeouts
+    }
+
+    /// braid: how many of `timeouts` were found spurious and undone (with `set_linux_rto` and
+    /// SACK: data sent before the timeout, and never since, was ACKed or SACKed, so it had only
+    /// been delayed).
+    pub fn spurious_timeouts(&self) -> u32 {
+        self.spurious_timeouts
     }
 
     /// braid: how many loss recoveries (fast retransmit, or RFC 6675 SACK recovery) this socket
@@ -1095,7 +1200,8 @@ impl<'a> Socket<'a> {
         self.sack_board.clear();
         self.recovery_point = None;
         self.rto_point = None;
-        self.hystart_sends.clear();
+        self.frto = false;
+        self.sent_times.clear();
         self.handshake_timeouts = 0;
 
         #[cfg(feature = "async")]
@@ -1663,8 +1769,20 @@ impl<'a> Socket<'a> {
     /// braid: RFC 6675 section 5 on every ACK: update the scoreboard, leave recovery once the
     /// recovery point is ACKed, and enter it (one congestion response) when three duplicate ACKs
     /// arrived or more than two segments above the cumulative ACK were SACKed (IsLost).
-    fn sack_on_ack(&mut self, cx: &mut Context, ack: TcpSeqNumber, repr: &TcpRepr) {
+    fn sack_on_ack(
+        &mut self,
+        cx: &mut Context,
+        prev_ack: TcpSeqNumber,
+        ack: TcpSeqNumber,
+        repr: &TcpRepr,
+    ) {
+        // braid: F-RTO's evidence before and after this ACK, against the same record of what was
+        // sent again.
+        let delivered_before = self.original_delivered(prev_ack);
         self.sack_update(ack, &repr.sack_ranges);
+        if self.frto && self.original_delivered(ack) > delivered_before {
+            self.undo_spurious_timeout();
+        }
         if let Some(point) = self.recovery_point {
             if ack >= point {
                 self.recovery_point = None;
@@ -1673,6 +1791,7 @@ impl<'a> Socket<'a> {
         if let Some(point) = self.rto_point {
             if ack >= point {
                 self.rto_point = None;
+                self.frto = false;
             }
         }
         if self.recovery_point.is_some() || self.rto_point.is_some() || ack >= self.remote_last_seq {
@@ -1690,6 +1809,74 @@ impl<'a> Socket<'a> {
                 .on_loss(cx.now(), in_flight);
             // Karn: no RTT sample from what may be retransmitted.
             self.rtte.on_retransmit();
+        }
+    }
+
+    /// braid: forgets the send times of what `ack` covers, and returns those of the oldest and
+    /// the newest segment among them that were sent once and not SACKed before (Karn's rule, and
+    /// Linux's: a SACKed segment's RTT was already taken, a resent one's is ambiguous).
+    fn take_sent_times(&mut self, ack: TcpSeqNumber) -> (Option<Instant>, Option<Instant>) {
+        let resent_below = |end: TcpSeqNumber| {
+            (self.recovery_point.is_some() && end <= self.high_rxt)
+                || (self.rto_point.is_some() && end <= self.rto_rexmit_high)
+        };
+        let (mut oldest, mut newest) = (None, None);
+        let mut board = self.sack_board.iter().peekable();
+        while let Some(&(end, at)) = self.sent_times.front() {
+            if end > ack {
+                break;
+            }
+            self.sent_times.pop_front();
+            // Both are sorted: skip the SACK blocks that end below this segment.
+            while board.next_if(|&&(_, r)| r < end).is_some() {}
+            let sacked = board.peek().is_some_and(|&&(l, r)| l < end && end <= r);
+            if sacked || resent_below(end) {
+                continue;
+            }
+            oldest = oldest.or(Some(at));
+            newest = Some(at);
+        }
+        (oldest, newest)
+    }
+
+    /// braid: in a timeout episode, the octets sent before the timeout and not sent again since
+    /// that the remote holds, by cumulative `ack` and the scoreboard (F-RTO's evidence, Linux's
+    /// `FLAG_ORIG_SACK_ACKED`).
+    fn original_delivered(&self, ack: TcpSeqNumber) -> usize {
+        let Some(point) = self.rto_point else {
+            return 0;
+        };
+        let low = self.rto_rexmit_high;
+        let acked = if ack > low { ack.min(point) - low } else { 0 };
+        let from = low.max(ack);
+        let sacked: usize = self
+            .sack_board
+            .iter()
+            .filter(|&&(l, r)| r > from && l < point)
+            .map(|&(l, r)| r.min(point) - l.max(from))
+            .sum();
+        acked + sacked
+    }
+
+    /// braid: F-RTO found the timeout spurious (`set_linux_rto`): the window and the RTO as they
+    /// were before it, and what was in flight then is in flight again rather than sent anew.
+    fn undo_spurious_timeout(&mut self) {
+        let Some(point) = self.rto_point.take() else {
+            return;
+        };
+        net_debug!("spurious retransmission timeout undone");
+        self.frto = false;
+        self.spurious_timeouts = self.spurious_timeouts.saturating_add(1);
+        self.congestion_controller.inner_mut().undo_rto();
+        self.rtte.undo_backoff(self.rto_before_backoff);
+        self.remote_last_seq = self.remote_last_seq.max(point);
+        // What was sent again has no RTT sample to give (Karn).
+        while self
+            .sent_times
+            .front()
+            .is_some_and(|&(end, _)| end <= self.rto_rexmit_high)
+        {
+            self.sent_times.pop_front();
         }
     }
 
@@ -2159,6 +2346,8 @@ impl<'a> Socket<'a> {
         // Compute the amount of acknowledged octets, removing the SYN and FIN bits
         // from the sequence space.
         let mut ack_len = 0;
+        // braid: the cumulative ACK before this segment, for F-RTO (`sack_on_ack`).
+        let prev_ack = self.local_seq_no;
         let mut ack_of_fin = false;
         let mut ack_all = false;
         if repr.control != TcpControl::Rst
@@ -2471,24 +2660,23 @@ impl<'a> Socket<'a> {
 
                     // Notify of fresh ACK
                     self.rtte.on_ack(cx.now(), ack_number);
-                    // braid: HyStart's per-ACK sample, from the newest segment this ACK covers.
-                    if self.hystart {
-                        if self.hystart_round_end.is_none_or(|end| ack_number >= end) {
-                            self.rtte.round = self.rtte.round.wrapping_add(1);
-                            self.hystart_round_end = Some(self.remote_last_seq);
-                        }
-                        let mut sent_at = None;
-                        while let Some(&(end, at)) = self.hystart_sends.front() {
-                            if end > ack_number {
-                                break;
-                            }
-                            sent_at = Some(at);
-                            self.hystart_sends.pop_front();
-                        }
-                        if let Some(at) = sent_at {
-                            self.rtte
-                                .hystart_sample((cx.now() - at).total_millis() as u32);
-                        }
+                    // braid: per-ACK RTT samples, as Linux's `tcp_clean_rtx_queue` takes them
+                    // from the segments this ACK newly covers that were never sent twice nor
+                    // SACKed before: the oldest for the RTO (`linux_rto`), the newest for
+                    // HyStart.
+                    let (oldest, newest) = self.take_sent_times(ack_number);
+                    if self.hystart && self.hystart_round_end.is_none_or(|end| ack_number >= end) {
+                        self.rtte.round = self.rtte.round.wrapping_add(1);
+                        self.hystart_round_end = Some(self.remote_last_seq);
+                    }
+                    if let (true, Some(at)) = (self.hystart, newest) {
+                        self.rtte
+                            .hystart_sample((cx.now() - at).total_millis() as u32);
+                    }
+                    if let (true, Some(at)) = (self.rtte.linux_rto, oldest) {
+                        let rtt = (cx.now() - at).total_micros();
+                        self.rtte
+                            .linux_sample(rtt, ack_number, self.remote_last_seq);
                     }
                     let new_flight_size = self.flight_size().saturating_sub(ack_len);
                     self.congestion_controller.inner_mut().on_ack(
@@ -2517,7 +2705,7 @@ impl<'a> Socket<'a> {
         // braid: RFC 6675 scoreboard and recovery (`set_sack_recovery`).
         if let Some(ack_number) = repr.ack_number {
             if self.sack_active() && ack_number >= self.local_seq_no {
-                self.sack_on_ack(cx, self.local_seq_no, repr);
+                self.sack_on_ack(cx, prev_ack, self.local_seq_no, repr);
             }
         }
 
@@ -2840,6 +3028,20 @@ impl<'a> Socket<'a> {
                     self.handshake_timeouts = self.handshake_timeouts.saturating_add(1);
                 }
 
+                // braid: a new timeout episode (`frto`): what a spurious timeout's undo puts back
+                // is the state before its first timeout.
+                if self.rto_point.is_none() {
+                    self.congestion_controller.inner_mut().forget_rto_undo();
+                    self.rto_before_backoff = self.rtte.rto;
+                    self.rto_rexmit_high = self.local_seq_no;
+                    self.frto = self.rtte.linux_rto
+                        && self.sack_active()
+                        && self.recovery_point.is_none();
+                } else {
+                    // Linux's `tcp_enter_loss`: F-RTO again on a repeated timeout.
+                    self.frto = self.rtte.linux_rto && self.sack_active();
+                }
+
                 // Inform the congestion controller that we're retransmitting and should enter the slow start state
                 let in_flight = self.flight_size();
                 self.congestion_controller
@@ -2856,8 +3058,11 @@ impl<'a> Socket<'a> {
                     let sent = self.remote_last_seq.max(self.rto_point.unwrap_or(self.remote_last_seq));
                     self.rto_point = Some(sent);
                     self.recovery_point = None;
+                } else {
+                    // Without the episode's record (`rto_rexmit_high`), no send time below
+                    // here can be trusted once everything is sent again.
+                    self.sent_times.clear();
                 }
-                self.hystart_sends.clear();
                 self.remote_last_seq = self.local_seq_no;
 
                 // Inform RTTE, so that it can can handle RTO backoff
@@ -3208,16 +3413,27 @@ impl<'a> Socket<'a> {
             return Ok(());
         }
 
-        // braid: HyStart's send times, first transmissions only (Karn).
-        if self.hystart
+        // braid: send times for per-ACK RTT samples (HyStart, `linux_rto`), first
+        // transmissions only (Karn): beyond the highest octet ever sent, which after a timeout
+        // is above `remote_last_seq`.
+        if (self.hystart || self.rtte.linux_rto)
             && repr.segment_len() > 0
-            && repr.seq_number + repr.segment_len() > self.remote_last_seq
+            && self
+                .rtte
+                .max_seq_sent
+                .is_none_or(|max| repr.seq_number + repr.segment_len() > max)
         {
-            if self.hystart_sends.len() >= 8192 {
-                self.hystart_sends.pop_front();
+            if self.sent_times.len() >= 8192 {
+                self.sent_times.pop_front();
             }
-            self.hystart_sends
+            self.sent_times
                 .push_back((repr.seq_number + repr.segment_len(), cx.now()));
+        }
+
+        // braid: F-RTO's record of what was sent again since a timeout.
+        if let Some(point) = self.rto_point {
+            let end = (repr.seq_number + repr.segment_len()).min(point);
+            self.rto_rexmit_high = self.rto_rexmit_high.max(end);
         }
 
         // We've sent a packet successfully, so we can update the internal state now.

@@ -593,9 +593,9 @@ fn hystart_leaves_slow_start_before_the_queue_overflows() {
 }
 
 /// Payload bytes the sender of a 10 MB download sent, over a 100 ms one-way pipe whose ACKs
-/// stall once for about 290 ms (a hundred of them held back to arrive together, as when a
-/// tunnel's sequencing buffer waits out a repair), with Linux's RTO rule or RFC 6298's.
-fn sent_through_an_ack_stall(linux_rto: bool) -> (usize, TcpCounters) {
+/// stall once for about 290 ms plus `longer` (a hundred of them held back to arrive together,
+/// as when a tunnel's sequencing buffer waits out a repair), with Linux's RTO rule or RFC 6298's.
+fn sent_through_an_ack_stall(linux_rto: bool, longer: Duration) -> (usize, TcpCounters) {
     let (mut r, mut w) = configs(11);
     for h in [&mut r, &mut w] {
         h.sack = true;
@@ -608,10 +608,10 @@ fn sent_through_an_ack_stall(linux_rto: bool) -> (usize, TcpCounters) {
     pipe.delay = Duration::from_millis(100);
     let mut net = Net::new(pipe, r, w);
     // About 340 ACKs a second: ACK i of 1500..1600 waits (1600 - i) x 2.9 ms more, so they all
-    // land together.
-    net.extra_delay = Some(Box::new(|side, index, _| {
+    // land together, `longer` later still.
+    net.extra_delay = Some(Box::new(move |side, index, _| {
         if side == Side::Rider && (1500..1600).contains(&index) {
-            Duration::from_micros((1600 - index) * 2_900)
+            Duration::from_micros((1600 - index) * 2_900) + longer
         } else {
             Duration::ZERO
         }
@@ -632,17 +632,73 @@ fn sent_through_an_ack_stall(linux_rto: bool) -> (usize, TcpCounters) {
 
 #[test]
 fn linux_rto_rides_out_an_ack_stall_that_times_out_rfc_6298() {
-    let (rfc, rfc_events) = sent_through_an_ack_stall(false);
-    let (linux, linux_events) = sent_through_an_ack_stall(true);
+    let (rfc, rfc_events) = sent_through_an_ack_stall(false, Duration::ZERO);
+    let (linux, linux_events) = sent_through_an_ack_stall(true, Duration::ZERO);
     // The host counts what happened to its sender: the timeout, and no loss recovery, since
     // nothing was lost.
     assert!(rfc_events.timeouts >= 1, "{rfc_events:?}");
-    assert_eq!(linux_events, TcpCounters { timeouts: 0, recoveries: 0 });
+    assert_eq!(linux_events, TcpCounters::default());
     // RFC 6298: RTO = max(200 ms, SRTT + 4 RTTVAR), a few ms above a steady 200 ms RTT, so the
     // stall times out and the window is sent again for nothing.
     assert!(rfc > 10_000_000, "RFC 6298's RTO did not fire: {rfc} bytes sent");
     // Linux: RTO >= SRTT + 200 ms; the stall ends first and nothing is sent twice.
     assert_eq!(linux, 10_000_000, "Linux's RTO fired");
+}
+
+/// The sender's counters after a 20 MB download over a 100 ms one-way pipe whose ACKs stall for
+/// about 490 ms once every 400 (a hundred of them held back, then landing together), with
+/// Linux's RTO rule.
+fn counters_through_repeated_ack_stalls() -> TcpCounters {
+    let (mut r, mut w) = configs(11);
+    for h in [&mut r, &mut w] {
+        h.sack = true;
+        h.linux_rto = true;
+        h.socket_buffer = 200_000;
+    }
+    let mut pipe = Pipe::lan();
+    pipe.delay = Duration::from_millis(100);
+    let mut net = Net::new(pipe, r, w);
+    net.extra_delay = Some(Box::new(|side, index, _| {
+        let k = index % 400;
+        if side == Side::Rider && index > 400 && k < 100 {
+            Duration::from_micros((100 - k) * 2_900) + Duration::from_millis(200)
+        } else {
+            Duration::ZERO
+        }
+    }));
+    net.start(FlowId(1), Dir::Down, Some(20_000_000));
+    assert!(net.run_flows(secs(300.0)));
+    assert_eq!(completed_bytes(&net, FlowId(1), Side::Rider), 20_000_000);
+    net.web.tcp_counters()
+}
+
+#[test]
+fn linux_rto_learns_repeated_ack_stalls_from_every_acks_sample() {
+    // The first stall outlasts SRTT + 200 ms and times out. Each ACK that ends a stall covers
+    // segments sent before it, and Linux's estimator takes every ACK's oldest newly covered
+    // segment as a sample, so the stall's delay enters RTTVAR and the later stalls (16 more) fit
+    // inside the RTO. smoltcp's estimator times one segment per round trip, the first sent after
+    // the last sample, which never spanned a stall: it timed out on all 17.
+    let events = counters_through_repeated_ack_stalls();
+    assert!(events.timeouts >= 1, "the first stall did not time out: {events:?}");
+    assert!(events.timeouts <= 2, "{events:?}");
+    assert_eq!(events.spurious_timeouts, events.timeouts, "{events:?}");
+}
+
+#[test]
+fn linux_rto_undoes_a_timeout_on_acks_that_were_only_delayed() {
+    // A stall of about 590 ms: past even Linux's RTO (SRTT + 200 ms), so the timer fires, though
+    // every segment arrived.
+    let (sent, events) = sent_through_an_ack_stall(true, Duration::from_millis(300));
+    assert!(events.timeouts >= 1, "the stall did not time out: {events:?}");
+    // F-RTO: the ACKs that come after the timeout cover data sent before it and never again, so
+    // the timeout was spurious: it is undone, and what was in flight is not sent a second time.
+    // Without it the sender went back to the first unacknowledged segment, sent 17,520 bytes a
+    // second time from a window of one segment, and counted a loss recovery.
+    assert_eq!(events.spurious_timeouts, events.timeouts, "{events:?}");
+    assert_eq!(events.recoveries, 0, "{events:?}");
+    let again = sent - 10_000_000;
+    assert!(again <= 2 * 1460 * events.timeouts as usize, "{again} bytes sent again after {events:?}");
 }
 
 /// The time a 3 MB download takes over a 10 Mbit/s, 50 ms one-way pipe when the receiver's

@@ -46,6 +46,15 @@ pub(super) trait Controller {
     /// retransmission, RFC 6298 5.7 relaxed for the 1 s initial RTO).
     fn on_established(&mut self, handshake_timeouts: u32) {}
 
+    /// braid: the last retransmission timeout was spurious (`Socket::set_linux_rto`'s F-RTO): put
+    /// the window back as it was before the first timeout of the episode, as Linux's
+    /// `tcp_undo_cwnd_reduction` does (cwnd and ssthresh no lower than before it).
+    fn undo_rto(&mut self) {}
+
+    /// braid: the timeout episode is over without being found spurious; what `undo_rto` would
+    /// restore is forgotten, so that the next episode saves afresh.
+    fn forget_rto_undo(&mut self) {}
+
     /// braid: grow the window by all the data an ACK covers, not at most one MSS
     /// (`Socket::set_byte_counting`).
     fn set_byte_counting(&mut self, enabled: bool) {}

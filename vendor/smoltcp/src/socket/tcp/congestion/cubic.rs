@@ -48,6 +48,22 @@ pub struct Cubic {
     round: u32,
     round_min: u32,
     round_samples: u32,
+
+    // braid: the window state before the first timeout of the current episode, for `undo_rto`.
+    rto_undo: Option<CubicWindow>,
+}
+
+/// braid: what a spurious timeout's undo restores (`Controller::undo_rto`).
+#[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+struct CubicWindow {
+    cwnd: usize,
+    ssthresh: usize,
+    w_max: usize,
+    k: f64,
+    w_est: f64,
+    cwnd_prior: usize,
+    recovery_start: Option<Instant>,
 }
 
 impl Cubic {
@@ -74,6 +90,7 @@ impl Cubic {
             round: 0,
             round_min: u32::MAX,
             round_samples: 0,
+            rto_undo: None,
         };
         cubic.recompute_k();
         cubic
@@ -269,6 +286,17 @@ impl Controller for Cubic {
     }
 
     fn on_rto(&mut self, _now: Instant, in_flight: usize) {
+        if self.rto_undo.is_none() {
+            self.rto_undo = Some(CubicWindow {
+                cwnd: self.cwnd,
+                ssthresh: self.ssthresh,
+                w_max: self.w_max,
+                k: self.k,
+                w_est: self.w_est,
+                cwnd_prior: self.cwnd_prior,
+                recovery_start: self.recovery_start,
+            });
+        }
         // RFC 5681: when the retransmission timer fires for a segment that has
         // already been retransmitted by the timer (no new data was ACKed since
         // the previous RTO), ssthresh is held constant.
@@ -284,6 +312,28 @@ impl Controller for Cubic {
         self.recovery_start = None;
         self.in_fast_recovery = false;
         self.idle_start = None;
+    }
+
+    fn undo_rto(&mut self) {
+        let Some(saved) = self.rto_undo.take() else {
+            return;
+        };
+        self.in_rto_recovery = false;
+        self.ssthresh = self.ssthresh.max(saved.ssthresh);
+        // The window the timeout collapsed, and the CUBIC curve it was on, unless slow start
+        // since has already grown past it.
+        if saved.cwnd > self.cwnd {
+            self.cwnd = saved.cwnd;
+            self.w_max = saved.w_max;
+            self.k = saved.k;
+            self.w_est = saved.w_est;
+            self.cwnd_prior = saved.cwnd_prior;
+            self.recovery_start = saved.recovery_start;
+        }
+    }
+
+    fn forget_rto_undo(&mut self) {
+        self.rto_undo = None;
     }
 
     fn set_mss(&mut self, mss: usize) {

@@ -25,6 +25,8 @@ pub struct Reno {
     // braid: the window a connection starts with, restored when the handshake ends
     // (`on_established`).
     initial_window: usize,
+    // braid: (cwnd, ssthresh) before the first timeout of the current episode, for `undo_rto`.
+    rto_undo: Option<(usize, usize)>,
 }
 
 impl Reno {
@@ -39,6 +41,7 @@ impl Reno {
             in_rto_recovery: false,
             byte_counting: false,
             initial_window: INITIAL_WINDOW,
+            rto_undo: None,
         }
     }
 }
@@ -101,6 +104,9 @@ impl Controller for Reno {
     }
 
     fn on_rto(&mut self, _now: Instant, in_flight: usize) {
+        if self.rto_undo.is_none() {
+            self.rto_undo = Some((self.cwnd, self.ssthresh));
+        }
         // RFC 5681: when the retransmission timer fires for a segment that has
         // already been retransmitted by the timer (no new data was ACKed since
         // the previous RTO), ssthresh is held constant.
@@ -114,6 +120,18 @@ impl Controller for Reno {
 
         // Major loss has occurred, ensure we move from fast recovery (if in it) to slow start.
         self.in_fast_recovery = false
+    }
+
+    fn undo_rto(&mut self) {
+        if let Some((cwnd, ssthresh)) = self.rto_undo.take() {
+            self.in_rto_recovery = false;
+            self.cwnd = self.cwnd.max(cwnd);
+            self.ssthresh = self.ssthresh.max(ssthresh);
+        }
+    }
+
+    fn forget_rto_undo(&mut self) {
+        self.rto_undo = None;
     }
 
     fn set_mss(&mut self, mss: usize) {
