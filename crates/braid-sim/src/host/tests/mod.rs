@@ -592,21 +592,25 @@ fn hystart_leaves_slow_start_before_the_queue_overflows() {
     assert!(bytes_hystart > bytes_plain, "HyStart {bytes_hystart} bytes, without {bytes_plain}");
 }
 
-/// Payload bytes the sender of a 10 MB download sent, over a 100 ms one-way pipe whose ACKs
-/// stall once for about 290 ms plus `longer` (a hundred of them held back to arrive together,
-/// as when a tunnel's sequencing buffer waits out a repair), with Linux's RTO rule or RFC 6298's.
-fn sent_through_an_ack_stall(linux_rto: bool, longer: Duration) -> (usize, TcpCounters) {
+/// Two SACK hosts over a 100 ms one-way pipe with a window below its 250 kB bandwidth-delay
+/// product: no queue, so the RTT is a steady 200 ms and RFC 6298's RTO settles a few ms above it.
+fn steady_200ms_pipe(linux_rto: bool) -> Net {
     let (mut r, mut w) = configs(11);
     for h in [&mut r, &mut w] {
         h.sack = true;
         h.linux_rto = linux_rto;
-        // A window below the pipe's 250 kB bandwidth-delay product: no queue, so the RTT is a
-        // steady 200 ms and RFC 6298's RTO settles a few ms above it.
         h.socket_buffer = 200_000;
     }
     let mut pipe = Pipe::lan();
     pipe.delay = Duration::from_millis(100);
-    let mut net = Net::new(pipe, r, w);
+    Net::new(pipe, r, w)
+}
+
+/// Payload bytes the sender of a 10 MB download sent, over a 100 ms one-way pipe whose ACKs
+/// stall once for about 290 ms plus `longer` (a hundred of them held back to arrive together,
+/// as when a tunnel's sequencing buffer waits out a repair), with Linux's RTO rule or RFC 6298's.
+fn sent_through_an_ack_stall(linux_rto: bool, longer: Duration) -> (usize, TcpCounters) {
+    let mut net = steady_200ms_pipe(linux_rto);
     // About 340 ACKs a second: ACK i of 1500..1600 waits (1600 - i) x 2.9 ms more, so they all
     // land together, `longer` later still.
     net.extra_delay = Some(Box::new(move |side, index, _| {
@@ -649,15 +653,7 @@ fn linux_rto_rides_out_an_ack_stall_that_times_out_rfc_6298() {
 /// about 490 ms once every 400 (a hundred of them held back, then landing together), with
 /// Linux's RTO rule.
 fn counters_through_repeated_ack_stalls() -> TcpCounters {
-    let (mut r, mut w) = configs(11);
-    for h in [&mut r, &mut w] {
-        h.sack = true;
-        h.linux_rto = true;
-        h.socket_buffer = 200_000;
-    }
-    let mut pipe = Pipe::lan();
-    pipe.delay = Duration::from_millis(100);
-    let mut net = Net::new(pipe, r, w);
+    let mut net = steady_200ms_pipe(true);
     net.extra_delay = Some(Box::new(|side, index, _| {
         let k = index % 400;
         if side == Side::Rider && index > 400 && k < 100 {
