@@ -3034,13 +3034,12 @@ impl<'a> Socket<'a> {
                     self.congestion_controller.inner_mut().forget_rto_undo();
                     self.rto_before_backoff = self.rtte.rto;
                     self.rto_rexmit_high = self.local_seq_no;
-                    self.frto = self.rtte.linux_rto
-                        && self.sack_active()
-                        && self.recovery_point.is_none();
-                } else {
-                    // Linux's `tcp_enter_loss`: F-RTO again on a repeated timeout.
-                    self.frto = self.rtte.linux_rto && self.sack_active();
                 }
+                // Linux's `tcp_enter_loss`: not on a first timeout in SACK recovery, but again on
+                // a repeated one (the first ended the recovery, and none starts during the
+                // episode, so `recovery_point` is clear then).
+                self.frto =
+                    self.rtte.linux_rto && self.sack_active() && self.recovery_point.is_none();
 
                 // Inform the congestion controller that we're retransmitting and should enter the slow start state
                 let in_flight = self.flight_size();
