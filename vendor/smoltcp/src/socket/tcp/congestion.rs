@@ -51,8 +51,8 @@ pub(super) trait Controller {
     /// `tcp_undo_cwnd_reduction` does (cwnd and ssthresh no lower than before it).
     fn undo_rto(&mut self) {}
 
-    /// braid: the timeout episode is over without being found spurious; what `undo_rto` would
-    /// restore is forgotten, so that the next episode saves afresh.
+    /// braid: a new timeout episode begins (called before its first `on_rto`): what an earlier
+    /// episode saved for `undo_rto` is forgotten, so that `on_rto` saves the window as it is now.
     fn forget_rto_undo(&mut self) {}
 
     /// braid: grow the window by all the data an ACK covers, not at most one MSS
