@@ -675,9 +675,18 @@ pub struct Socket<'a> {
     rto_before_backoff: u32,
     /// braid: timeouts found spurious and undone (`spurious_timeouts`).
     spurious_timeouts: u32,
+    /// braid: RACK for resends (`set_rack`; RFC 8985's time-based rule applied to the
+    /// retransmissions of SACK recovery): each resend of this recovery not yet known delivered,
+    /// as (start, end, send time) in send order; the latest send time of anything delivered
+    /// (RFC 8985 RACK.xmit_ts); and the resends found lost again, sorted by start, which the
+    /// next retransmissions serve first.
+    rack: bool,
+    rack_resends: alloc::collections::VecDeque<(TcpSeqNumber, TcpSeqNumber, Instant)>,
+    rack_xmit_ts: Option<Instant>,
+    rack_lost: alloc::vec::Vec<(TcpSeqNumber, TcpSeqNumber)>,
     /// braid: HyStart on (`set_hystart`).
     hystart: bool,
-    /// braid: with HyStart or `linux_rto`, the end and send time of each segment of new data in
+    /// braid: with HyStart, `linux_rto` or RACK, the end and send time of each segment of new data in
     /// flight, so that every ACK gives an RTT sample, as Linux's do (smoltcp times one segment
     /// per round trip, too few to see a queue build within a round).
     sent_times: alloc::collections::VecDeque<(TcpSeqNumber, Instant)>,
@@ -790,6 +799,10 @@ impl<'a> Socket<'a> {
             rto_rexmit_high: TcpSeqNumber::default(),
             rto_before_backoff: 0,
             spurious_timeouts: 0,
+            rack: false,
+            rack_resends: alloc::collections::VecDeque::new(),
+            rack_xmit_ts: None,
+            rack_lost: alloc::vec::Vec::new(),
             hystart: false,
             sent_times: alloc::collections::VecDeque::new(),
             hystart_round_end: None,
@@ -941,6 +954,17 @@ impl<'a> Socket<'a> {
     /// controllers ignore the samples.
     pub fn set_hystart(&mut self, enabled: bool) {
         self.hystart = enabled;
+    }
+
+    /// braid: find a retransmission lost again without waiting for a timeout, as Linux does
+    /// with RACK (RFC 8985, here for the retransmissions of SACK recovery only: RFC 6675
+    /// already finds lost original segments by the SACKs above them, but has no rule for a
+    /// resend, which the RTO alone finds). Once something sent more than a reordering window
+    /// (SRTT / 4) after a resend is delivered while the resend is neither ACKed nor SACKed, the
+    /// resend is deemed lost: it leaves the pipe and is sent again before any other hole.
+    /// Needs SACK recovery (`set_sack_recovery`); takes send times as HyStart does.
+    pub fn set_rack(&mut self, enabled: bool) {
+        self.rack = enabled;
     }
 
     /// Return the current congestion control algorithm.
@@ -1199,6 +1223,7 @@ impl<'a> Socket<'a> {
         // braid: the SACK recovery setting outlives a reset, its state does not.
         self.sack_board.clear();
         self.recovery_point = None;
+        self.rack_forget();
         self.rto_point = None;
         self.frto = false;
         self.sent_times.clear();
@@ -1715,10 +1740,12 @@ impl<'a> Socket<'a> {
             }
         }
         let lost: usize = if self.recovery_point.is_some() {
-            self.sack_holes()
+            let holes: usize = self
+                .sack_holes()
                 .filter(|&(start, len)| start + len <= end)
                 .map(|(_, len)| len)
-                .sum()
+                .sum();
+            holes + self.rack_lost_ranges().map(|(_, len)| len).sum::<usize>()
         } else {
             0
         };
@@ -1787,6 +1814,11 @@ impl<'a> Socket<'a> {
             if ack >= point {
                 self.recovery_point = None;
             }
+        }
+        if self.recovery_point.is_some() {
+            self.rack_detect(ack, repr);
+        } else {
+            self.rack_forget();
         }
         if let Some(point) = self.rto_point {
             if ack >= point {
@@ -1887,7 +1919,87 @@ impl<'a> Socket<'a> {
         if self.cwnd_remaining() == 0 {
             return None;
         }
-        self.sack_holes().next()
+        self.rack_lost_ranges()
+            .next()
+            .or_else(|| self.sack_holes().next())
+    }
+
+    /// braid: the resends found lost again (`set_rack`) still to be sent again, as (start,
+    /// length), from the cumulative ACK on.
+    fn rack_lost_ranges(&self) -> impl Iterator<Item = (TcpSeqNumber, usize)> + '_ {
+        let ack = self.local_seq_no;
+        self.rack_lost
+            .iter()
+            .filter(move |&&(_, r)| r > ack)
+            .map(move |&(l, r)| (l.max(ack), r - l.max(ack)))
+    }
+
+    /// braid: RACK's state is per recovery (`set_rack`).
+    fn rack_forget(&mut self) {
+        self.rack_resends.clear();
+        self.rack_xmit_ts = None;
+        self.rack_lost.clear();
+    }
+
+    /// braid: RFC 8985 section 6.2's loss detection, for the resends of this recovery
+    /// (`set_rack`), after the scoreboard took this ACK: RACK.xmit_ts becomes the latest send
+    /// time of what the ACK delivers (the highest segment it SACKs, or a resend it ACKs or
+    /// SACKs), and every resend sent more than the reordering window before that and still
+    /// undelivered is lost.
+    fn rack_detect(&mut self, ack: TcpSeqNumber, repr: &TcpRepr) {
+        if !self.rack {
+            return;
+        }
+        // The ACK's highest SACKed octet: a segment sent once (above HighRxt, Karn), whose
+        // send time is in the record of first transmissions.
+        let top = repr
+            .sack_ranges
+            .iter()
+            .flatten()
+            .map(|&(_, r)| TcpSeqNumber(r as i32))
+            .filter(|&r| r > ack && r > self.high_rxt)
+            .reduce(|a, b| if b > a { b } else { a });
+        if let Some(top) = top {
+            let i = self.sent_times.partition_point(|&(end, _)| end < top);
+            if let Some(&(_, at)) = self.sent_times.get(i) {
+                self.rack_xmit_ts = self.rack_xmit_ts.max(Some(at));
+            }
+        }
+        let delivered = |board: &[(TcpSeqNumber, TcpSeqNumber)], l: TcpSeqNumber, r| {
+            r <= ack || board.iter().any(|&(bl, br)| bl <= l && r <= br)
+        };
+        let board = &self.sack_board;
+        let xmit_ts = &mut self.rack_xmit_ts;
+        self.rack_resends.retain(|&(l, r, at)| {
+            let done = delivered(board, l, r);
+            if done {
+                *xmit_ts = (*xmit_ts).max(Some(at));
+            }
+            !done
+        });
+        let Some(xmit_ts) = self.rack_xmit_ts else {
+            return;
+        };
+        // RFC 8985 6.2 starts the window at min RTT / 4 and lets it grow up to SRTT. SRTT / 4
+        // here: wider while a standing queue lengthens the round trip (over a second behind
+        // braid's queues in FMTCP Table II), so queued resends are not called lost; min RTT / 4
+        // was not measured.
+        let reo = Duration::from_millis((self.rtte.srtt / 4) as u64);
+        while let Some(&(l, r, at)) = self.rack_resends.front() {
+            if at + reo >= xmit_ts {
+                break;
+            }
+            self.rack_resends.pop_front();
+            net_debug!("RACK: resend {}..{} lost again", l, r);
+            // A range resent twice, both lost, goes once more, not twice.
+            if self.rack_lost.iter().any(|&(ll, rr)| ll <= l && r <= rr) {
+                continue;
+            }
+            let at = self.rack_lost.partition_point(|&(ll, _)| ll < l);
+            self.rack_lost.insert(at, (l, r));
+        }
+        let board = &self.sack_board;
+        self.rack_lost.retain(|&(l, r)| !delivered(board, l, r));
     }
 
     /// braid: after a timeout rewound `remote_last_seq`, skip what the remote already SACKed
@@ -3057,6 +3169,7 @@ impl<'a> Socket<'a> {
                     let sent = self.remote_last_seq.max(self.rto_point.unwrap_or(self.remote_last_seq));
                     self.rto_point = Some(sent);
                     self.recovery_point = None;
+                    self.rack_forget();
                 } else {
                     // Without the episode's record (`rto_rexmit_high`), no send time below
                     // here can be trusted once everything is sent again.
@@ -3217,7 +3330,14 @@ impl<'a> Socket<'a> {
                     let offset = seq - self.local_seq_no;
                     repr.seq_number = seq;
                     repr.payload = self.tx_buffer.get_allocated(offset, size);
-                    self.high_rxt = seq + repr.payload.len();
+                    let end = seq + repr.payload.len();
+                    // A resend of a resend found lost (`set_rack`) leaves HighRxt where it is.
+                    if end > self.high_rxt {
+                        self.high_rxt = end;
+                    }
+                    if self.rack {
+                        rack_on_resend(&mut self.rack_lost, &mut self.rack_resends, seq, end, cx.now());
+                    }
                     // Like Linux, the timer restarts when the oldest segment is resent, so that
                     // it waits for the resend's round trip, not the original's.
                     if seq == self.local_seq_no {
@@ -3412,10 +3532,10 @@ impl<'a> Socket<'a> {
             return Ok(());
         }
 
-        // braid: send times for per-ACK RTT samples (HyStart, `linux_rto`), first
+        // braid: send times for per-ACK RTT samples (HyStart, `linux_rto`) and RACK, first
         // transmissions only (Karn): beyond the highest octet ever sent, which after a timeout
         // is above `remote_last_seq`.
-        if (self.hystart || self.rtte.linux_rto)
+        if (self.hystart || self.rtte.linux_rto || self.rack)
             && repr.segment_len() > 0
             && self
                 .rtte
@@ -3527,6 +3647,23 @@ impl<'a> fmt::Write for Socket<'a> {
             Err(fmt::Error)
         }
     }
+}
+
+/// braid: records a retransmission of SACK recovery (`Socket::set_rack`), and if it served a
+/// resend found lost again, takes that off the lost list. A free function over the two fields,
+/// since the segment being sent still borrows the transmit buffer.
+fn rack_on_resend(
+    lost: &mut alloc::vec::Vec<(TcpSeqNumber, TcpSeqNumber)>,
+    resends: &mut alloc::collections::VecDeque<(TcpSeqNumber, TcpSeqNumber, Instant)>,
+    start: TcpSeqNumber,
+    end: TcpSeqNumber,
+    now: Instant,
+) {
+    if let Some(range) = lost.iter_mut().find(|(l, r)| *l <= start && start < *r) {
+        range.0 = end;
+    }
+    lost.retain(|&(l, r)| l < r);
+    resends.push_back((start, end, now));
 }
 
 // TODO: TCP should work for all features. For now, we only test with the IP feature. We could do
