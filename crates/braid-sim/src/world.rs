@@ -227,6 +227,7 @@ impl<'a> World<'a> {
             h.hystart = tcp.hystart;
             h.linux_rto = tcp.linux_rto;
             h.byte_counting = tcp.byte_counting;
+            h.rack = tcp.rack;
             h.mss_clamp = Some(tcp.mss);
             h.socket_buffer = tcp.buffer_bytes;
             h.seed = seed ^ salt;

@@ -10,7 +10,7 @@
 //! | `mss` | `advmss` on the same routes, when it is not the default |
 //! | `initial_rto_ms` | a BPF `sock_ops` program ([`braid_bpf`]) on a cgroup the end hosts run in |
 //! | `buffer_kb` | not applied: the kernel autotunes its buffers ([`unapplied`] says so) |
-//! | `sack`, `hystart`, `linux_rto`, `byte_counting` | nothing to apply: the kernels run Linux's SACK recovery, CUBIC's HyStart, Linux's RTO rule and its per-segment window growth, all by default; the simulator's hosts model them when these are true (their defaults are false, smoltcp's own behaviour, so that earlier simulator figures stand) |
+//! | `sack`, `hystart`, `linux_rto`, `byte_counting`, `rack` | nothing to apply: the kernels run Linux's SACK recovery, CUBIC's HyStart, Linux's RTO rule, its per-segment window growth and RACK, all by default; the simulator's hosts model them when these are true (their defaults are false, smoltcp's own behaviour, so that earlier simulator figures stand) |
 //!
 //! Defaults need nothing special: with `initial_rto_ms = 1000` there is no cgroup and no BPF,
 //! and default windows, RTO bound and MSS are not set on the routes.

@@ -146,6 +146,9 @@ pub struct HostConfig {
     /// Window growth by the bytes each ACK covers, as Linux counts acknowledged segments (RFC
     /// 3465; smoltcp's `set_byte_counting`).
     pub byte_counting: bool,
+    /// RACK for SACK recovery's resends: one lost again is found by what was sent after it,
+    /// without waiting for a timeout (RFC 8985; smoltcp's `set_rack`).
+    pub rack: bool,
     /// Upper bound on the MSS, like a router's MSS clamping in front of a tunnel; applied by
     /// lowering the MTU the stack sees to `mss + 40`.
     pub mss_clamp: Option<u16>,
@@ -179,6 +182,7 @@ impl HostConfig {
             hystart: false,
             linux_rto: false,
             byte_counting: false,
+            rack: false,
             mss_clamp: None,
             socket_buffer: 256 * 1024,
             seed: 0,
@@ -310,6 +314,7 @@ pub struct TcpHost {
     hystart: bool,
     linux_rto: bool,
     byte_counting: bool,
+    rack: bool,
     limits: Limits,
     iface: Interface,
     device: QueueDevice,
@@ -374,6 +379,7 @@ impl TcpHost {
             hystart: config.hystart,
             linux_rto: config.linux_rto,
             byte_counting: config.byte_counting,
+            rack: config.rack,
             limits: Limits { idle_timeout: config.idle_timeout, linger: config.linger },
             iface,
             device,
@@ -568,6 +574,7 @@ impl TcpHost {
         socket.set_hystart(self.hystart);
         socket.set_linux_rto(self.linux_rto);
         socket.set_byte_counting(self.byte_counting);
+        socket.set_rack(self.rack);
 
         // The sender writes whole buffers at once; Nagle would only hold back the last segment
         // of a flow behind an ACK the peer delays.

@@ -12,8 +12,8 @@ use super::scheme::{Peer, Recovery, SchedulerKind, SchemeKind, SchemeSpec, Weigh
 use super::{
     Congestion, DEFAULT_BUFFER_KB, DEFAULT_BYTE_COUNTING, DEFAULT_DELAY_MS, DEFAULT_HYSTART, DEFAULT_INITIAL_RTO_MS,
     DEFAULT_INITIAL_WINDOW_BYTES, DEFAULT_LINUX_RTO, DEFAULT_MIN_RTO_MS, DEFAULT_MSS, DEFAULT_PACKET_BYTES,
-    DEFAULT_QUEUE_KB, DEFAULT_RUNS, DEFAULT_SACK, DEFAULT_SEED, Direction, LinkSpec, Scenario, ScenarioError, TcpSpec,
-    WorkloadSpec,
+    DEFAULT_QUEUE_KB, DEFAULT_RACK, DEFAULT_RUNS, DEFAULT_SACK, DEFAULT_SEED, Direction, LinkSpec, Scenario,
+    ScenarioError, TcpSpec, WorkloadSpec,
 };
 use crate::link::{LinkDirSpec, LossSpec, Outage, RateSpec, Schedule, Trace};
 use crate::workload::Dist;
@@ -541,5 +541,6 @@ fn tcp(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawTcp) -> Result<TcpSpec> {
         hystart: raw.hystart.unwrap_or(DEFAULT_HYSTART),
         linux_rto: raw.linux_rto.unwrap_or(DEFAULT_LINUX_RTO),
         byte_counting: raw.byte_counting.unwrap_or(DEFAULT_BYTE_COUNTING),
+        rack: raw.rack.unwrap_or(DEFAULT_RACK),
     })
 }

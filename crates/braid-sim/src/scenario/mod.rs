@@ -243,6 +243,10 @@ pub struct TcpSpec {
     /// rule: at most one segment's worth per ACK, which a receiver's stretched ACKs slow down
     /// (braid's sequencing buffer hands a burst to the host, which acknowledges it once).
     pub byte_counting: bool,
+    /// RACK for the resends of SACK recovery (`rack`; RFC 8985's time rule, which Linux runs by
+    /// default): a resend lost again is found once something sent a quarter SRTT after it is
+    /// delivered. Off, only the retransmission timeout finds it.
+    pub rack: bool,
 }
 
 /// Defaults of `[tcp]`: today's Linux, as passengers' phones and servers run it.
@@ -259,6 +263,8 @@ pub const DEFAULT_HYSTART: bool = false;
 pub const DEFAULT_LINUX_RTO: bool = false;
 /// Default of `[tcp] byte_counting`.
 pub const DEFAULT_BYTE_COUNTING: bool = false;
+/// Default of `[tcp] rack`.
+pub const DEFAULT_RACK: bool = false;
 
 impl Default for TcpSpec {
     fn default() -> Self {
@@ -273,6 +279,7 @@ impl Default for TcpSpec {
             hystart: DEFAULT_HYSTART,
             linux_rto: DEFAULT_LINUX_RTO,
             byte_counting: DEFAULT_BYTE_COUNTING,
+            rack: DEFAULT_RACK,
         }
     }
 }

@@ -142,6 +142,7 @@ pub(crate) struct RawTcp {
     pub hystart: Option<bool>,
     pub linux_rto: Option<bool>,
     pub byte_counting: Option<bool>,
+    pub rack: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

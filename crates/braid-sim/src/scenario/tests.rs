@@ -158,6 +158,7 @@ sack = true
 hystart = true
 linux_rto = true
 byte_counting = true
+rack = true
 "#;
     let s = Scenario::from_str(text, &dir).unwrap();
     assert_eq!((s.name.as_str(), s.duration, s.runs, s.seed), ("all", Duration::from_millis(12_500), 3, 99));
@@ -218,6 +219,7 @@ byte_counting = true
             hystart: true,
             linux_rto: true,
             byte_counting: true,
+            rack: true,
         }
     );
 }

@@ -562,6 +562,69 @@ fn sack_recovery_resends_only_the_holes_of_a_burst() {
     assert!(fct_sack < fct_plain, "SACK {fct_sack:?}, smoltcp's recovery {fct_plain:?} ({sent_plain} sent)");
 }
 
+/// A TCP/IPv4 data segment's sequence number (None for a packet without payload).
+fn tcp_data_seq(packet: &[u8]) -> Option<u32> {
+    let ip = Ipv4Packet::new_checked(packet).ok()?;
+    let tcp = TcpPacket::new_checked(ip.payload()).ok()?;
+    (!tcp.payload().is_empty()).then(|| tcp.seq_number().0 as u32)
+}
+
+/// A 4 MB download over a 50 ms one-way pipe (no rate limit, so no queue) with SACK and
+/// Linux's RTO that loses four data packets of one window, as `burst_loss_run`, and then the
+/// first resend of the first of them as well: its completion time and the sender's counters,
+/// with RACK for resends or without.
+fn resend_lost_again_run(rack: bool) -> (Duration, TcpCounters) {
+    let (mut r, mut w) = configs(19);
+    for h in [&mut r, &mut w] {
+        h.sack = true;
+        h.linux_rto = true;
+        h.rack = rack;
+        h.socket_buffer = 4_000_000;
+    }
+    let mut pipe = Pipe::lan();
+    pipe.rate_bps = None;
+    pipe.delay = Duration::from_millis(50);
+    let mut net = Net::new(pipe, r, w);
+    // The sequence number of the first packet dropped, then whether its resend was dropped.
+    let mut first_hole = None;
+    let mut resend_dropped = false;
+    net.drop = Some(Box::new(move |side, index, packet| {
+        if side != Side::Web {
+            return false;
+        }
+        let Some(seq) = tcp_data_seq(packet) else {
+            return false;
+        };
+        if (300..307).contains(&index) && index % 2 == 0 {
+            first_hole.get_or_insert(seq);
+            return true;
+        }
+        if first_hole == Some(seq) && !resend_dropped {
+            resend_dropped = true;
+            return true;
+        }
+        false
+    }));
+    net.start(FlowId(1), Dir::Down, Some(4_000_000));
+    assert!(net.run_flows(secs(120.0)));
+    assert_eq!(completed_bytes(&net, FlowId(1), Side::Rider), 4_000_000);
+    (net.fct(FlowId(1)).unwrap(), net.web.tcp_counters())
+}
+
+#[test]
+fn rack_finds_a_resend_lost_again_without_a_timeout() {
+    let (fct_rack, rack) = resend_lost_again_run(true);
+    let (fct_plain, plain) = resend_lost_again_run(false);
+    // RFC 6675 has no rule for a lost resend: its hole stays "in flight" until the RTO, which
+    // then sends the window again from one segment.
+    assert!(plain.timeouts >= 1, "{plain:?}");
+    // RACK (RFC 8985): the segments sent after the resend are SACKed more than SRTT / 4 after
+    // it, so it is lost; it goes again within the same recovery.
+    assert_eq!(rack.timeouts, 0, "{rack:?}");
+    assert_eq!(rack.recoveries, 1, "{rack:?}");
+    assert!(fct_rack < fct_plain, "RACK {fct_rack:?}, without {fct_plain:?}");
+}
+
 /// Bytes a bulk download delivered in its first 20 s over a 10 Mbit/s, 100 ms one-way pipe
 /// whose drop-tail queue holds 300 ms (1.5 bandwidth-delay products), and how many packets that
 /// queue dropped.
