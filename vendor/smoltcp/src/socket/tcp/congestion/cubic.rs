@@ -176,6 +176,18 @@ impl Controller for Cubic {
                 }
                 self.round_min = self.round_min.min(sample);
                 self.round_samples += 1;
+                // With Linux's window growth (byte counting), also Linux's own rule: the round's
+                // first 8 samples against min / 8 (`hystart_update`), judged on the 8th. The
+                // window doubles per round there, and the whole round's minimum above sees a
+                // queue about two doublings late: in FMTCP Table II case 1 slow start ran to the
+                // 4 MB socket buffer, eight times the pipe, and the flow timed out (README).
+                if self.byte_counting && self.round_samples == 8 && self.cwnd >= 16 * self.mss {
+                    let thresh = (self.min_rtt / 8).clamp(4, 16);
+                    if self.round_min >= self.min_rtt.saturating_add(thresh) {
+                        self.ssthresh = self.cwnd;
+                        return;
+                    }
+                }
             }
             // Slow start: increase `cwnd` by 1 MSS per ACK.
             self.cwnd = self
