@@ -24,7 +24,7 @@ pub use fountain::{
     BLOCK_PACKETS, BLOCK_WAIT, Fountain, FountainDecoder, FountainEncoder, MAX_FAILURE, failure_probability,
     repairs_needed,
 };
-pub use nack::NackTracker;
+pub use nack::{NackTiming, NackTracker};
 pub use none::NoRecovery;
 pub use oec::{Oec, expected_yield, greedy_degree};
 pub use rlnc::{MAX_MEMBERS, MAX_UNKNOWNS, RlncDecoder, RlncEncoder, rlnc_coefficients};

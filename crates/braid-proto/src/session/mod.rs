@@ -455,7 +455,7 @@ impl Session {
             if self.reorder.has_hole_in(self.nack_checked_below, self.known_lost_below()) {
                 // A packet on every data-carrying link has passed a hole: report it now.
                 out.push((Timer::Nack, Instant::ZERO));
-            } else if let Some(n) = self.nack.poll_timeout(self.nack_first_delay(), self.nack_retry()) {
+            } else if let Some(n) = self.nack.poll_timeout(self.nack_timing()) {
                 out.push((Timer::Nack, n));
             }
         }
@@ -504,15 +504,8 @@ impl Session {
             let holes: Vec<u64> = self.reorder.holes().take(4096).collect();
             let lost_below = self.known_lost_below();
             self.nack_checked_below = lost_below;
-            let due = self.nack.poll(
-                now,
-                holes.into_iter(),
-                self.reorder.next_expected(),
-                lost_below,
-                self.nack_first_delay(),
-                self.nack_retry(),
-                crate::wire::FeedbackRepr::MAX_NACKS,
-            );
+            let due =
+                self.nack.poll(now, holes.into_iter(), self.reorder.next_expected(), lost_below, self.nack_timing());
             for s in due {
                 if !self.pending_nacks.contains(&s) {
                     self.pending_nacks.push(s);
@@ -723,6 +716,15 @@ impl Session {
 
     fn nack_retry(&self) -> Duration {
         self.nack_first_delay() + self.min_rtt() + Duration::from_millis(10)
+    }
+
+    /// The hole tracker's timing now, and one feedback's worth of holes per poll.
+    fn nack_timing(&self) -> recovery::NackTiming {
+        recovery::NackTiming {
+            first_delay: self.nack_first_delay(),
+            retry: self.nack_retry(),
+            max: crate::wire::FeedbackRepr::MAX_NACKS,
+        }
     }
 }
 
