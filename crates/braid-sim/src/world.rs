@@ -140,6 +140,9 @@ struct World<'a> {
     bulk_start: Option<Instant>,
     /// Bulk bytes received by each whole second (index = second), for the goodput series.
     goodput_marks: Vec<u64>,
+    /// Bulk only: the most each flow's receiver was seen to have read. A flow that fails (idle
+    /// timeout) is forgotten by its host, but what it delivered before still counts.
+    bulk_read: Vec<u64>,
     end: Instant,
     server_addr: SocketAddr,
     client_addrs: Vec<SocketAddr>,
@@ -254,6 +257,7 @@ impl<'a> World<'a> {
             end_arrivals,
             end,
             goodput_marks: Vec::new(),
+            bulk_read: Vec::new(),
             bulk_start: None,
             server_addr,
             client_addrs,
@@ -350,11 +354,15 @@ impl<'a> World<'a> {
         }
     }
 
-    /// Bytes the bulk flows' receivers have read, summed over flows.
-    fn bulk_bytes(&self) -> u64 {
-        (0..self.flows.len() as u64)
-            .map(|i| self.rider.bytes_received(FlowId(i)) + self.web.bytes_received(FlowId(i)))
-            .sum()
+    /// Bytes the bulk flows' receivers have read, summed over flows (each flow's most seen, so
+    /// that the sum never falls when a failed flow is forgotten).
+    fn bulk_bytes(&mut self) -> u64 {
+        self.bulk_read.resize(self.flows.len(), 0);
+        for (i, most) in self.bulk_read.iter_mut().enumerate() {
+            let id = FlowId(i as u64);
+            *most = (*most).max(self.rider.bytes_received(id) + self.web.bytes_received(id));
+        }
+        self.bulk_read.iter().sum()
     }
 
     fn arrivals(&mut self) {
@@ -536,7 +544,7 @@ impl<'a> World<'a> {
         }
     }
 
-    fn finish(self, scheme: &SchemeSpec, run: u32, seed: u64, sweep_value: Option<f64>) -> RunResult {
+    fn finish(mut self, scheme: &SchemeSpec, run: u32, seed: u64, sweep_value: Option<f64>) -> RunResult {
         let flows: Vec<FlowRecord> = self
             .flows
             .iter()
@@ -606,7 +614,11 @@ impl<'a> World<'a> {
             sweep_value,
             flows,
             goodput_kbps,
-            goodput_kbps_series: self.goodput_marks.windows(2).map(|w| (w[1] - w[0]) as f64 * 8.0 / 1000.0).collect(),
+            goodput_kbps_series: self
+                .goodput_marks
+                .windows(2)
+                .map(|w| w[1].saturating_sub(w[0]) as f64 * 8.0 / 1000.0)
+                .collect(),
             residual_loss: ratio(tun_in.saturating_sub(delivered), tun_in),
             aqm_drops: ratio(cs.aqm_dropped + ss.aqm_dropped, tun_in),
             overhead: ratio(self.bytes_on_air, self.passenger_bytes_delivered),

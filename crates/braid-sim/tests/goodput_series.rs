@@ -29,3 +29,44 @@ fn goodput_series_sums_to_the_goodput_and_stays_under_capacity() {
     // And the report averages it per second.
     assert_eq!(&report.results[0].goodput_kbps_series, series);
 }
+
+#[test]
+fn a_bulk_flow_that_fails_keeps_the_goodput_it_delivered() {
+    // The only link goes dark at 4 s for longer than the hosts' 60 s idle timeout, so the flow
+    // fails and its hosts forget it. What it delivered in its first 3 s still counts, and the
+    // series never falls below zero (when the host's count fell to zero, the subtraction
+    // overflowed: a panic in a debug build, about 1.5e17 kbit/s in a release one, and a goodput
+    // of 0).
+    let text = r#"
+name = "failing-bulk"
+duration_s = 70
+runs = 1
+seed = 1
+
+[[link]]
+name = "only"
+outages = [ { at_s = 4, for_s = 66 } ]
+down = { rate_kbps = 5000, delay_ms = 20 }
+up = { rate_kbps = 5000, delay_ms = 20 }
+
+[workload]
+kind = "bulk"
+flows = 1
+direction = "down"
+
+[[scheme]]
+name = "single"
+recovery = "none"
+scheduler = "single"
+"#;
+    let sc = Scenario::from_str(text, Path::new(".")).expect("parses");
+    let opts = RunOptions { runs: Some(1), ..Default::default() };
+    let report = run_scenario(&sc, &opts, &|_, _| {}).expect("runs");
+    let run = &report.runs[0];
+    let series = &run.goodput_kbps_series;
+    assert!(series.iter().all(|&g| g <= 5_000.0), "{series:?}");
+    assert!(series[1..4].iter().sum::<f64>() > 5_000.0, "the flow ran before the outage: {series:?}");
+    let goodput = run.goodput_kbps.expect("bulk goodput");
+    let mean = series.iter().sum::<f64>() / 69.0;
+    assert!(goodput > 0.0 && (mean - goodput).abs() < 1e-6 * goodput, "series mean {mean} vs goodput {goodput}");
+}
