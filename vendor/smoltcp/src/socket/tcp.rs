@@ -2815,13 +2815,16 @@ impl<'a> Socket<'a> {
         }
 
         // braid: RFC 6675 scoreboard and recovery (`set_sack_recovery`).
-        let undos_before = self.spurious_timeouts;
         if let Some(ack_number) = repr.ack_number {
             if self.sack_active() && ack_number >= self.local_seq_no {
                 self.sack_on_ack(cx, prev_ack, self.local_seq_no, repr);
+                // F-RTO's undo may have put what was sent before a timeout back in flight;
+                // "all acknowledged" must judge the state after it, or the timer stops with
+                // data outstanding and, if that data was lost, nothing ever sends again (a
+                // 300 s FMTCP Table II run stalled so).
+                ack_all &= self.remote_last_seq <= ack_number;
             }
         }
-        let undone = self.spurious_timeouts != undos_before;
 
         // update last remote tsval
         if let Some(timestamp) = repr.timestamp {
@@ -2845,13 +2848,6 @@ impl<'a> Socket<'a> {
                 self.timer.set_for_idle(cx.now(), self.keep_alive);
             }
             _ => {}
-        }
-        // braid: F-RTO's undo (`sack_on_ack`) put back in flight what was sent before the
-        // timeout, which `ack_all` above did not count: the timer must run for it, or if that
-        // data was lost nothing would ever send again (a 300 s FMTCP Table II run stalled so).
-        if undone && self.remote_last_seq > self.local_seq_no {
-            let rto = self.rtte.retransmission_timeout();
-            self.timer.set_for_retransmit(cx.now(), rto);
         }
 
         // start/stop the Zero Window Probe timer.
