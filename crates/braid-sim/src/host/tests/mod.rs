@@ -843,3 +843,69 @@ fn a_handshake_slower_than_the_initial_rto_still_starts_in_slow_start() {
     // segments, CUBIC would grow the window from there: 28.5 s.
     assert!(slow < fast.mul_f64(1.3), "RTT 1.04 s: {slow:?}, RTT 0.96 s: {fast:?}");
 }
+
+/// A TCP/IPv4 packet's acknowledgment number (None without the ACK flag).
+fn tcp_ack_number(packet: &[u8]) -> Option<u32> {
+    let ip = Ipv4Packet::new_checked(packet).ok()?;
+    let tcp = TcpPacket::new_checked(ip.payload()).ok()?;
+    tcp.ack().then(|| tcp.ack_number().0 as u32)
+}
+
+/// A 1 MB download over a 100 ms one-way pipe (SACK, Linux's RTO) whose receiver's ACKs for the
+/// last 200 kB are held back 1 s (past the RTO, as when a tunnel's sequencing buffer waits out a
+/// long repair), and whose last three data segments are lost the first time they are sent. The
+/// timeout is spurious (every ACK after it covers data sent before it), so F-RTO undoes it and
+/// what was sent before it is in flight again, the lost tail with it; nothing is sent after the
+/// tail to reveal its loss. Whether the flow completed within 60 s, and the sender's counters.
+fn tail_lost_behind_a_spurious_timeout() -> (bool, TcpCounters) {
+    const SIZE: u32 = 1_000_000;
+    let (mut r, mut w) = configs(23);
+    for h in [&mut r, &mut w] {
+        h.sack = true;
+        h.linux_rto = true;
+        h.socket_buffer = 2_000_000;
+    }
+    let mut pipe = Pipe::lan();
+    pipe.rate_bps = Some(20_000_000);
+    pipe.delay = Duration::from_millis(100);
+    let mut net = Net::new(pipe, r, w);
+    // The first data segment's sequence number: the stream's byte 0.
+    let base = std::rc::Rc::new(std::cell::Cell::new(None::<u32>));
+    let (seen, dropped) = (base.clone(), std::rc::Rc::new(std::cell::RefCell::new(Vec::new())));
+    net.drop = Some(Box::new(move |side, _, packet| {
+        let Some(seq) = (side == Side::Web).then(|| tcp_data_seq(packet)).flatten() else {
+            return false;
+        };
+        let first = seen.get().unwrap_or(seq);
+        seen.set(Some(first));
+        let offset = seq.wrapping_sub(first);
+        let mut dropped = dropped.borrow_mut();
+        if offset + 3 * 1460 >= SIZE && !dropped.contains(&seq) {
+            dropped.push(seq);
+            return true;
+        }
+        false
+    }));
+    net.extra_delay = Some(Box::new(move |side, _, packet| match (side, base.get(), tcp_ack_number(packet)) {
+        (Side::Rider, Some(b), Some(ack)) if ack.wrapping_sub(b) >= SIZE - 200_000 && ack.wrapping_sub(b) < SIZE => {
+            Duration::from_secs(1)
+        }
+        _ => Duration::ZERO,
+    }));
+    net.start(FlowId(1), Dir::Down, Some(u64::from(SIZE)));
+    let done = net.run_flows(secs(60.0)) && net.fct(FlowId(1)).is_some();
+    (done, net.web.tcp_counters())
+}
+
+#[test]
+fn a_tail_lost_behind_an_undone_timeout_is_still_resent() {
+    let (done, events) = tail_lost_behind_a_spurious_timeout();
+    // The case this exercises: a timeout, undone.
+    assert!(events.spurious_timeouts >= 1, "no timeout was undone: {events:?}");
+    // The ACK that proves the timeout spurious also covers all that was resent since, so the
+    // timer code saw everything acknowledged and stopped the timer, and the undo then put the
+    // lost tail back in flight: before 544302a the flow stalled there until the idle timeout.
+    assert!(done, "the lost tail was never resent: {events:?}");
+    // Now the timer runs for the tail, and its second timeout (not undone) resends it.
+    assert!(events.timeouts > events.spurious_timeouts, "the tail was not found by a timeout: {events:?}");
+}
