@@ -72,7 +72,7 @@ pub fn engine_scheme(s: &SchemeSpec) -> Result<(RecoveryKind, SchedulerKind), Si
         Recovery::Fec => RecoveryKind::Fec { percent: s.fec_percent.unwrap_or(10.0) },
         Recovery::Dup => RecoveryKind::Dup,
         Recovery::Oec => RecoveryKind::Oec,
-        Recovery::Rlnc => RecoveryKind::Rlnc,
+        Recovery::Rlnc => RecoveryKind::Rlnc { ahead_percent: s.fec_percent.unwrap_or(0.0) },
         Recovery::Fountain => RecoveryKind::Fountain,
         other => return Err(unsupported(format!("recovery {other}"))),
     };

@@ -37,9 +37,10 @@ pub(super) fn captured_datagrams() -> Vec<Vec<u8>> {
     transcripts().iter().flat_map(|(_, d)| d.iter().cloned()).collect()
 }
 
-const RECOVERIES: [RecoveryKind; 7] = [
+const RECOVERIES: [RecoveryKind; 8] = [
     RecoveryKind::Oec,
-    RecoveryKind::Rlnc,
+    RecoveryKind::Rlnc { ahead_percent: 0.0 },
+    RecoveryKind::Rlnc { ahead_percent: 5.0 },
     RecoveryKind::Fountain,
     RecoveryKind::Arq,
     RecoveryKind::Fec { percent: 50.0 },

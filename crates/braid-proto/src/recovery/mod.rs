@@ -54,7 +54,11 @@ pub enum RecoveryKind {
     /// Opportunistic erasure coding (PluriBus 4, 5.1).
     Oec,
     /// Opportunistic sliding-window random linear coding over GF(2^8) (RFC 8681 style).
-    Rlnc,
+    Rlnc {
+        /// Coded packets sent ahead of any report, in percent of data packets (0: only into
+        /// spare capacity and for reported holes). See [`RlncSender::with_ahead`].
+        ahead_percent: f64,
+    },
     /// Systematic RaptorQ blocks with Eq. 4 repair and NACK-driven top-up (FMTCP IV, V).
     Fountain,
 }
@@ -68,7 +72,7 @@ impl RecoveryKind {
             RecoveryKind::Fec { .. } => "fec",
             RecoveryKind::Dup => "dup",
             RecoveryKind::Oec => "oec",
-            RecoveryKind::Rlnc => "rlnc",
+            RecoveryKind::Rlnc { .. } => "rlnc",
             RecoveryKind::Fountain => "fountain",
         }
     }
@@ -81,6 +85,7 @@ impl fmt::Display for RecoveryKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RecoveryKind::Fec { percent } => write!(f, "fec{percent}"),
+            RecoveryKind::Rlnc { ahead_percent } if *ahead_percent > 0.0 => write!(f, "rlnc:{ahead_percent}"),
             other => f.write_str(other.name()),
         }
     }
@@ -88,25 +93,34 @@ impl fmt::Display for RecoveryKind {
 
 /// A recovery name that braid does not know, or a `fec` without its redundancy.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown recovery scheme {0:?}: expected one of none, arq, fec<K> (e.g. fec10), dup, oec, rlnc, fountain")]
+#[error(
+    "unknown recovery scheme {0:?}: expected one of none, arq, fec<K> (e.g. fec10), dup, oec, rlnc, rlnc:<K> (e.g. rlnc:2), fountain"
+)]
 pub struct UnknownRecovery(pub String);
 
 impl FromStr for RecoveryKind {
     type Err = UnknownRecovery;
-    /// Accepts `none`, `arq`, `dup`, `oec`, `rlnc`, and `fec<K>` / `fec:<K>` with K the redundancy percent.
+    /// Accepts `none`, `arq`, `dup`, `oec`, `rlnc`, `fec<K>` / `fec:<K>` with K the redundancy
+    /// percent, and `rlnc<K>` / `rlnc:<K>` with K the percent of coded packets sent ahead.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Ok(match s {
             "none" => RecoveryKind::None,
             "arq" => RecoveryKind::Arq,
             "dup" => RecoveryKind::Dup,
             "oec" => RecoveryKind::Oec,
-            "rlnc" => RecoveryKind::Rlnc,
+            "rlnc" => RecoveryKind::Rlnc { ahead_percent: 0.0 },
             "fountain" => RecoveryKind::Fountain,
             _ => {
-                let k = s.strip_prefix("fec").map(|r| r.trim_start_matches(':'));
-                match k.and_then(|k| k.parse::<f64>().ok()) {
-                    Some(percent) if percent > 0.0 && percent <= 1000.0 => RecoveryKind::Fec { percent },
-                    _ => return Err(UnknownRecovery(s.to_string())),
+                let percent = |prefix: &str, max: f64| {
+                    let k = s.strip_prefix(prefix)?.trim_start_matches(':').parse::<f64>().ok()?;
+                    (k > 0.0 && k <= max).then_some(k)
+                };
+                if let Some(percent) = percent("fec", 1000.0) {
+                    RecoveryKind::Fec { percent }
+                } else if let Some(ahead_percent) = percent("rlnc", 100.0) {
+                    RecoveryKind::Rlnc { ahead_percent }
+                } else {
+                    return Err(UnknownRecovery(s.to_string()));
                 }
             }
         })
@@ -204,7 +218,7 @@ pub fn build(kind: RecoveryKind, seed: u64) -> Box<dyn RecoverySender> {
         RecoveryKind::Fec { percent } => Box::new(Fec::new(percent)),
         RecoveryKind::Dup => Box::new(Dup::default()),
         RecoveryKind::Oec => Box::new(Oec::new(seed)),
-        RecoveryKind::Rlnc => Box::new(RlncSender::new(seed)),
+        RecoveryKind::Rlnc { ahead_percent } => Box::new(RlncSender::new(seed).with_ahead(ahead_percent)),
         RecoveryKind::Fountain => Box::new(Fountain::new()),
     }
 }
@@ -216,7 +230,11 @@ mod tests {
     #[test]
     fn names_parse() {
         assert_eq!("oec".parse::<RecoveryKind>().unwrap(), RecoveryKind::Oec);
-        assert_eq!("rlnc".parse::<RecoveryKind>().unwrap(), RecoveryKind::Rlnc);
+        assert_eq!("rlnc".parse::<RecoveryKind>().unwrap(), RecoveryKind::Rlnc { ahead_percent: 0.0 });
+        assert_eq!("rlnc:2".parse::<RecoveryKind>().unwrap(), RecoveryKind::Rlnc { ahead_percent: 2.0 });
+        assert_eq!("rlnc:2".parse::<RecoveryKind>().unwrap().to_string(), "rlnc:2");
+        assert!("rlnc:0".parse::<RecoveryKind>().is_err());
+        assert!("rlnc:101".parse::<RecoveryKind>().is_err());
         assert_eq!("fec10".parse::<RecoveryKind>().unwrap(), RecoveryKind::Fec { percent: 10.0 });
         assert_eq!("fec:100".parse::<RecoveryKind>().unwrap(), RecoveryKind::Fec { percent: 100.0 });
         assert!("fec".parse::<RecoveryKind>().is_err());

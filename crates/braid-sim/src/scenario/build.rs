@@ -447,18 +447,21 @@ fn scheme(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawScheme, n_links: usize) -> Resul
 
     let fec_loc = loc.key("fec_percent");
     let fec_needed = matches!(kind, SchemeKind::Braid { recovery: Recovery::Fec | Recovery::Rs, .. });
-    let fec_allowed = fec_needed || kind == SchemeKind::Peer(Peer::Kcptun);
+    // rlnc: coded packets sent ahead of reports, in percent of data packets (`rlnc:<K>`).
+    let is_rlnc = matches!(kind, SchemeKind::Braid { recovery: Recovery::Rlnc, .. });
+    let fec_allowed = fec_needed || is_rlnc || kind == SchemeKind::Peer(Peer::Kcptun);
+    let fec_max = if is_rlnc { 100.0 } else { 1000.0 };
     let fec_percent = match raw.fec_percent {
         None if fec_needed => {
             return Err(ctx.invalid(&fec_loc, "missing: required for recovery fec and rs"));
         }
         None => None,
         Some(_) if !fec_allowed => {
-            return Err(ctx.invalid(&fec_loc, "applies only to recovery fec and rs and to peer kcptun"));
+            return Err(ctx.invalid(&fec_loc, "applies only to recovery fec, rs and rlnc and to peer kcptun"));
         }
-        Some(k) if k.is_finite() && k > 0.0 && k <= 1000.0 => Some(k),
+        Some(k) if k.is_finite() && k > 0.0 && k <= fec_max => Some(k),
         Some(k) => {
-            return Err(ctx.invalid(&fec_loc, format!("must be within (0, 1000], found {k}")));
+            return Err(ctx.invalid(&fec_loc, format!("must be within (0, {fec_max}], found {k}")));
         }
     };
 

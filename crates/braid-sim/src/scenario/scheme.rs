@@ -86,7 +86,8 @@ pub struct SchemeSpec {
     /// braid with a recovery and scheduler, or a peer.
     pub kind: SchemeKind,
     /// Redundancy K in percent for `fec` and `rs` (required there, 0 < K <= 1000) and `kcptun`
-    /// (optional there); absent otherwise.
+    /// (optional there); for `rlnc` (optional, 0 < K <= 100) the coded packets it sends ahead of
+    /// any report per 100 data packets (`rlnc:<K>`); absent otherwise.
     pub fec_percent: Option<f64>,
     /// Scheduler weights; only with the `wrr` scheduler, which defaults to [`Weights::Auto`].
     pub weights: Option<Weights>,
