@@ -1,6 +1,6 @@
 //! `braid client`, `braid server`, `braid status` and `braid set`.
 
-use crate::daemon::control::{Request, request};
+use crate::daemon::control::{Request, default_socket, request};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
@@ -18,17 +18,26 @@ pub struct StatusArgs {
     /// Print the JSON snapshot instead of the table.
     #[arg(long)]
     pub json: bool,
-    /// The daemon's control socket.
-    #[arg(long, default_value = "/run/braid/client.sock")]
-    pub control: PathBuf,
+    /// The daemon's control socket [default: /run/braid/client.sock or /run/braid/server.sock,
+    /// whichever exists].
+    #[arg(long)]
+    pub control: Option<PathBuf>,
+    /// Only this vehicle's session (server; its `[[peer]]` name).
+    #[arg(long)]
+    pub peer: Option<String>,
 }
 
 /// Arguments of `braid set`.
 #[derive(Args, Debug)]
 pub struct SetArgs {
-    /// The daemon's control socket.
-    #[arg(long, global = true, default_value = "/run/braid/client.sock")]
-    pub control: PathBuf,
+    /// The daemon's control socket [default: /run/braid/client.sock or /run/braid/server.sock,
+    /// whichever exists].
+    #[arg(long, global = true)]
+    pub control: Option<PathBuf>,
+    /// Change only this vehicle (server; its `[[peer]]` name), also for its later sessions.
+    /// Without it a server changes every vehicle.
+    #[arg(long, global = true)]
+    pub peer: Option<String>,
     /// What to change.
     #[command(subcommand)]
     pub what: SetWhat,
@@ -58,23 +67,28 @@ pub enum SetWhat {
 
 /// `braid status`.
 pub fn status(a: StatusArgs) -> anyhow::Result<()> {
-    let resp = request(&a.control, &Request::Status)?;
+    let path = default_socket(a.control.as_deref())?;
+    let resp = request(&path, &Request::Status { peer: a.peer.clone() })?;
     let Some(s) = resp.status else { anyhow::bail!("{}", resp.error.unwrap_or_else(|| "no status".into())) };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
     } else {
         print!("{}", s.render());
+        if let Some(p) = a.peer.as_deref().filter(|_| s.sessions.is_empty()) {
+            println!("{p}: no session (listed in [[peer]], not connected now)");
+        }
     }
     Ok(())
 }
 
 /// `braid set`.
 pub fn set(a: SetArgs) -> anyhow::Result<()> {
+    let peer = a.peer;
     let req = match a.what {
-        SetWhat::Weight { link, weight } => Request::SetWeight { link, weight },
-        SetWhat::Recovery { name } => Request::SetRecovery { name },
-        SetWhat::Scheduler { name } => Request::SetScheduler { name },
+        SetWhat::Weight { link, weight } => Request::SetWeight { link, weight, peer },
+        SetWhat::Recovery { name } => Request::SetRecovery { name, peer },
+        SetWhat::Scheduler { name } => Request::SetScheduler { name, peer },
     };
-    let resp = request(&a.control, &req)?;
+    let resp = request(&default_socket(a.control.as_deref())?, &req)?;
     if resp.ok { Ok(()) } else { anyhow::bail!("{}", resp.error.unwrap_or_else(|| "refused".into())) }
 }

@@ -3,11 +3,14 @@
 //! The session exists once a Noise IKpsk2 handshake with the server has finished
 //! (braid_proto::crypto); the server names its id. The client rekeys on the running session every
 //! `rekey_s`, and handshakes again when it hears nothing authentic for `rejoin_s` or the server
-//! says it does not know the session (it restarted): the new session replaces the old one.
+//! says it does not know the session (it restarted): the new session replaces the old one. When
+//! the server does not answer those handshakes either, the client moves to the next server of its
+//! list, looking its name up again ([`super::servers`]).
 
 use super::config::{ClientConfig, UplinkConfig};
 use super::control::{Request, Response};
 use super::netwatch::{IfChange, IfState};
+use super::servers::{self, ServerChoice};
 use super::status::{DaemonStatus, session_status};
 use super::{Clock, Input, control, metrics, netwatch, spawn_signals, tun, uplink};
 use anyhow::Context;
@@ -35,6 +38,8 @@ struct Uplink {
     reader: Option<JoinHandle<()>>,
     generation: u64,
     ifstate: Option<IfState>,
+    /// The family of `socket` (true: IPv6).
+    v6: bool,
 }
 
 impl Uplink {
@@ -83,7 +88,10 @@ struct Client {
     next_hs_link: usize,
     uplinks: Vec<Uplink>,
     tun: Arc<AsyncDevice>,
-    server: SocketAddr,
+    /// The servers and the one in use.
+    servers: ServerChoice,
+    /// When the server in use is to be looked up (at start, and after it was given up).
+    resolve_due: Option<braid_proto::Instant>,
     buf: Vec<u8>,
     scratch: Vec<u8>,
     tx: mpsc::Sender<Input>,
@@ -100,8 +108,8 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
     super::runtime()?.block_on(run_async(path.to_path_buf(), cfg))
 }
 
-fn link_config(i: usize, u: &UplinkConfig, server: SocketAddr) -> LinkConfig {
-    let mut l = LinkConfig::new(LinkId(i as u8), Some(server), u.up_kbps * 1e3, u.down_kbps * 1e3);
+fn link_config(i: usize, u: &UplinkConfig, server: Option<SocketAddr>) -> LinkConfig {
+    let mut l = LinkConfig::new(LinkId(i as u8), server, u.up_kbps * 1e3, u.down_kbps * 1e3);
     l.weight = u.weight;
     l
 }
@@ -113,7 +121,6 @@ fn wall_ns() -> u64 {
 
 async fn run_async(path: PathBuf, cfg: ClientConfig) -> anyhow::Result<()> {
     let mtu = cfg.mtu()?;
-    let server = cfg.server_addr()?;
     let keys = cfg.keys()?;
     // The handshake's randomness, drawn from the OS here: the daemon may, the engine must not.
     let mut seed = [0u8; 32];
@@ -130,7 +137,8 @@ async fn run_async(path: PathBuf, cfg: ClientConfig) -> anyhow::Result<()> {
     }
     spawn_signals(tx.clone()).context("installing signal handlers")?;
     netwatch::spawn(cfg.uplink.iter().map(|u| u.interface.clone()).collect(), tx.clone());
-    tracing::info!(%server, mtu, tun = %cfg.tun.name, cipher = %cfg.cipher(), "client started");
+    let servers = ServerChoice::new(cfg.server.0.clone());
+    tracing::info!(servers = ?servers.entries(), mtu, tun = %cfg.tun.name, cipher = %cfg.cipher(), "client started");
 
     let uplinks = cfg
         .uplink
@@ -144,6 +152,7 @@ async fn run_async(path: PathBuf, cfg: ClientConfig) -> anyhow::Result<()> {
             reader: None,
             generation: 0,
             ifstate: None,
+            v6: false,
         })
         .collect();
     let buf = vec![0u8; usize::from(mtu) + braid_proto::wire::MAX_CARRIER_OVERHEAD + TAG_LEN];
@@ -158,7 +167,8 @@ async fn run_async(path: PathBuf, cfg: ClientConfig) -> anyhow::Result<()> {
         next_hs_link: 0,
         uplinks,
         tun,
-        server,
+        servers,
+        resolve_due: Some(braid_proto::Instant::ZERO),
         buf,
         scratch: Vec::with_capacity(65536),
         tx,
@@ -168,7 +178,7 @@ async fn run_async(path: PathBuf, cfg: ClientConfig) -> anyhow::Result<()> {
         handshakes: 0,
         hints: 0,
     };
-    let span = tracing::info_span!("client", server = %server);
+    let span = tracing::info_span!("client");
     client.run(rx).instrument(span).await;
     for u in &mut client.uplinks {
         u.close();
@@ -182,10 +192,7 @@ impl Client {
         let mut idle_spins = 0u32;
         loop {
             let engine = self.keyed.as_ref().and_then(|k| k.session.poll_timeout());
-            let next = match (engine, self.handshake_due()) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            let next = [engine, self.handshake_due(), self.resolve_due].into_iter().flatten().min();
             let deadline = next.map(|t| self.clock.tokio_instant(t));
             let first = tokio::select! {
                 i = rx.recv() => match i { Some(i) => Some(i), None => return },
@@ -204,8 +211,11 @@ impl Client {
             {
                 k.session.handle_timeout(now);
             }
-            if self.handshake_due().is_some_and(|t| t <= now) {
-                self.initiate(now).await;
+            if self.resolve_due.is_some_and(|t| t <= now) {
+                self.resolve(now).await;
+            }
+            if self.handshake_due().is_some_and(|t| t <= self.clock.now()) {
+                self.initiate(self.clock.now()).await;
             }
             let progressed = self.flush().await;
             // A timer that stays due without anything to do would spin: yield a little.
@@ -276,8 +286,70 @@ impl Client {
         Some(rekey.min(rejoin))
     }
 
-    /// Sends an initiation on the next uplink that has a socket.
+    /// Looks the server in use up. A new address (another server, or the name moved) ends the
+    /// session with the old one and rebinds the uplinks' sockets for its family; a failed lookup
+    /// moves on to the next server after [`servers::RESOLVE_RETRY`].
+    async fn resolve(&mut self, now: braid_proto::Instant) {
+        let entry = self.servers.entry().to_string();
+        let known = self.uplinks.iter().filter_map(|u| u.ifstate.as_ref()).filter(|s| s.up);
+        let (mut have_v4, mut have_v6) = (false, false);
+        for s in known {
+            have_v4 |= s.usable(false);
+            have_v6 |= s.usable(true);
+        }
+        if !(have_v4 || have_v6) {
+            // No interface reported yet: either family may do.
+            (have_v4, have_v6) = (true, true);
+        }
+        match servers::resolve(&entry, have_v4, have_v6).await {
+            Ok(addr) => {
+                self.resolve_due = None;
+                if !self.servers.handle_resolved(addr) {
+                    tracing::info!(server = %entry, %addr, "server looked up again: same address");
+                    return;
+                }
+                tracing::info!(server = %entry, %addr, "server address");
+                if self.keyed.take().is_some() {
+                    tracing::info!("the session with the previous server is left");
+                }
+                self.initiated_at = None;
+                for i in 0..self.uplinks.len() {
+                    self.bind_uplink(i);
+                }
+            }
+            Err(e) => {
+                self.servers.advance();
+                tracing::warn!(
+                    server = %entry,
+                    error = format_args!("{e:#}"),
+                    next = %self.servers.entry(),
+                    "cannot look the server up; trying again in {} s",
+                    servers::RESOLVE_RETRY.as_secs()
+                );
+                self.resolve_due = Some(now + servers::RESOLVE_RETRY);
+            }
+        }
+    }
+
+    /// Sends an initiation on the next uplink that has a socket, or gives the server up when it
+    /// left [`servers::FAILOVER_AFTER`] of them unanswered.
     async fn initiate(&mut self, now: braid_proto::Instant) {
+        let Some(server) = self.servers.addr() else { return };
+        let rejoin = Duration::from_secs(self.cfg.rejoin_s);
+        let silent =
+            self.keyed.as_ref().is_none_or(|k| now.saturating_duration_since(k.channel.last_authentic()) >= rejoin);
+        if self.servers.handle_initiation(silent) {
+            let gone = self.servers.entry().to_string();
+            self.servers.advance();
+            tracing::warn!(
+                server = %gone,
+                next = %self.servers.entry(),
+                "the server does not answer; moving to the next (looking its name up again)"
+            );
+            self.initiated_at = None;
+            self.resolve_due = Some(now);
+            return;
+        }
         let n = self.uplinks.len();
         let Some(i) = (0..n).map(|k| (self.next_hs_link + k) % n).find(|&i| self.uplinks[i].socket.is_some()) else {
             return;
@@ -296,7 +368,7 @@ impl Client {
         self.initiated_at = Some(now);
         tracing::debug!(uplink = %self.uplinks[i].cfg.name, wanted = format_args!("{wanted:04x}"), "handshake initiation");
         if let Some(sock) = self.uplinks[i].socket.clone()
-            && sock.send_to(&out[..len], self.server).await.is_err()
+            && sock.send_to(&out[..len], server).await.is_err()
         {
             self.send_errors += 1;
         }
@@ -307,6 +379,7 @@ impl Client {
         match self.initiator.handle(now, data) {
             Err(r) => self.rejected.count(r),
             Ok(InitiatorEvent::CookieStored) => {
+                self.servers.handle_answer();
                 // The server is under load: the next initiation (on the retry timer) carries mac2.
                 tracing::info!("cookie received; retrying the handshake with it");
             }
@@ -317,6 +390,7 @@ impl Client {
                     return;
                 }
                 self.hints += 1;
+                self.servers.handle_answer();
                 if self.initiated_at.is_none() {
                     // Due at once: the loop sends it after this batch.
                     self.initiated_at = Some(now.saturating_sub(HANDSHAKE_RETRY));
@@ -328,6 +402,7 @@ impl Client {
             }
             Ok(InitiatorEvent::Established(e)) => {
                 self.handshakes += 1;
+                self.servers.handle_answer();
                 self.initiated_at = None;
                 if let Some(k) =
                     self.keyed.as_mut().filter(|k| e.continued && k.session.config().session_id == e.session)
@@ -353,7 +428,7 @@ impl Client {
         self.cfg.session.configure(&mut scfg);
         scfg.max_packet = usize::from(self.mtu);
         let links: Vec<LinkConfig> =
-            self.cfg.uplink.iter().enumerate().map(|(i, u)| link_config(i, u, self.server)).collect();
+            self.cfg.uplink.iter().enumerate().map(|(i, u)| link_config(i, u, self.servers.addr())).collect();
         Session::new(scfg, &links, now)
     }
 
@@ -371,7 +446,10 @@ impl Client {
         // its capacity estimate fall.
         while let Some(t) = k.session.poll_transmit(self.clock.now(), &mut self.buf) {
             any = true;
-            let dest = t.destination.unwrap_or(self.server);
+            let Some(dest) = t.destination.or(self.servers.addr()) else {
+                self.send_errors += 1;
+                continue;
+            };
             let idx = usize::from(t.link.0);
             if batching.is_some_and(|b| b != idx) {
                 self.send_errors += finish_batch(&mut self.uplinks, batching.take()).await;
@@ -410,42 +488,60 @@ impl Client {
 
     /// An uplink's interface changed: (re)bind or drop its socket.
     fn on_net(&mut self, change: IfChange) {
-        for (i, up) in self.uplinks.iter_mut().enumerate() {
-            if up.cfg.interface != change.name {
+        for i in 0..self.uplinks.len() {
+            if self.uplinks[i].cfg.interface != change.name {
                 continue;
             }
-            let _s = tracing::info_span!("uplink", name = %up.cfg.name, interface = %up.cfg.interface).entered();
+            let up = &mut self.uplinks[i];
             let old = std::mem::replace(&mut up.ifstate, change.state.clone());
-            let Some(new) = change.state.as_ref().filter(|s| s.usable()) else {
-                if up.socket.is_some() {
-                    tracing::warn!(state = ?change.state, "uplink lost; waiting for it to come back");
-                } else {
-                    tracing::info!(state = ?change.state, "waiting for the uplink's interface");
-                }
-                up.close();
-                continue;
+            let same = match (&old, &change.state) {
+                (Some(o), Some(n)) => o.ifindex == n.ifindex && o.addrs == n.addrs && o.up == n.up,
+                _ => false,
             };
-            let same = old.as_ref().is_some_and(|o| o.ifindex == new.ifindex && o.addrs == new.addrs);
             if up.socket.is_some() && same {
                 continue;
             }
             up.close();
-            let bound = uplink::bind_to_interface(&up.cfg.interface).and_then(|sock| {
-                let rx = uplink::BatchReceiver::new(&sock)?;
-                let batch = uplink::GsoBatch::new(&sock)?;
-                Ok((sock, rx, batch))
-            });
-            match bound {
-                Ok((sock, rx, batch)) => {
-                    let sock = Arc::new(sock);
-                    up.generation += 1;
-                    up.reader = Some(uplink::spawn_reader(sock.clone(), rx, self.clock, i, self.tx.clone()));
-                    up.batch = Some(batch);
-                    up.socket = Some(sock);
-                    tracing::info!(addrs = ?new.addrs, generation = up.generation, "uplink socket bound");
-                }
-                Err(e) => tracing::warn!(error = %e, "cannot set up the uplink socket; will retry on the next change"),
+            self.bind_uplink(i);
+        }
+    }
+
+    /// (Re)binds uplink `i`'s socket for the server in use, if its interface is usable for that
+    /// server's family; drops it otherwise. Waits while no server address is known.
+    fn bind_uplink(&mut self, i: usize) {
+        let Some(v6) = self.servers.addr().map(|a| a.is_ipv6()) else { return };
+        let (clock, tx) = (self.clock, self.tx.clone());
+        let up = &mut self.uplinks[i];
+        let _s = tracing::info_span!("uplink", name = %up.cfg.name, interface = %up.cfg.interface).entered();
+        let Some(addrs) = up.ifstate.as_ref().filter(|s| s.usable(v6)).map(|s| s.addrs.clone()) else {
+            if up.socket.is_some() {
+                tracing::warn!(state = ?up.ifstate, v6, "uplink lost; waiting for it to come back");
+            } else {
+                tracing::info!(state = ?up.ifstate, v6, "waiting for the uplink's interface");
             }
+            up.close();
+            return;
+        };
+        if up.socket.is_some() && up.v6 == v6 {
+            return;
+        }
+        up.close();
+        let bound = uplink::bind_to_interface(&up.cfg.interface, v6).and_then(|sock| {
+            let rx = uplink::BatchReceiver::new(&sock)?;
+            let batch = uplink::GsoBatch::new(&sock)?;
+            Ok((sock, rx, batch))
+        });
+        match bound {
+            Ok((sock, rx, batch)) => {
+                let sock = Arc::new(sock);
+                up.generation += 1;
+                up.reader = Some(uplink::spawn_reader(sock.clone(), rx, clock, i, tx));
+                up.batch = Some(batch);
+                up.socket = Some(sock);
+                up.v6 = v6;
+                tracing::info!(?addrs, generation = up.generation, v6, "uplink socket bound");
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot set up the uplink socket; will retry on the next change"),
         }
     }
 
@@ -457,9 +553,14 @@ impl Client {
     }
 
     fn control(&mut self, req: Request) -> Response {
+        if let Some(p) = req.peer() {
+            return Response::err(format!(
+                "--peer {p:?}: this is a client, with one session to its server; --peer names a vehicle on a server"
+            ));
+        }
         match req {
-            Request::Status => Response { ok: true, error: None, status: Some(self.status()) },
-            Request::SetWeight { link, weight } => match self.find_link(&link) {
+            Request::Status { .. } => Response { ok: true, error: None, status: Some(self.status()) },
+            Request::SetWeight { link, weight, .. } => match self.find_link(&link) {
                 Some(id) => {
                     if let Some(u) = self.uplinks.get_mut(usize::from(id.0)) {
                         u.cfg.weight = weight;
@@ -474,7 +575,7 @@ impl Client {
                 }
                 None => Response::err(format!("no uplink named {link:?}")),
             },
-            Request::SetRecovery { name } => match name.parse::<RecoveryKind>() {
+            Request::SetRecovery { name, .. } => match name.parse::<RecoveryKind>() {
                 Ok(r) => {
                     self.cfg.session.recovery = Some(super::config::Recovery(r));
                     if let Some(k) = self.keyed.as_mut() {
@@ -485,7 +586,7 @@ impl Client {
                 }
                 Err(e) => Response::err(e),
             },
-            Request::SetScheduler { name } => match name.parse::<SchedulerKind>() {
+            Request::SetScheduler { name, .. } => match name.parse::<SchedulerKind>() {
                 Ok(s) => {
                     self.cfg.session.scheduler = Some(super::config::Scheduler(s));
                     if let Some(k) = self.keyed.as_mut() {
@@ -509,7 +610,10 @@ impl Client {
                     Some(u) => (u.cfg.name.clone(), Some(u.cfg.interface.clone()), u.socket.is_some()),
                     None => (id.to_string(), None, false),
                 });
-                s.peer = self.server.to_string();
+                s.peer = match self.servers.addr() {
+                    Some(a) if a.to_string() != self.servers.entry() => format!("{} ({a})", self.servers.entry()),
+                    _ => self.servers.entry().to_string(),
+                };
                 s.cipher = k.channel.suite().to_string();
                 s.key_age_s = now.saturating_duration_since(k.channel.keys_born()).as_secs_f64();
                 s

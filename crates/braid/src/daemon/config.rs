@@ -8,11 +8,13 @@ use anyhow::{Context, bail};
 use braid_proto::crypto::{CipherSuite, PeerConfig, PublicKey, StaticSecret};
 use braid_proto::{RecoveryKind, SchedulerKind, Session, SessionConfig};
 use serde::Deserialize;
-use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 /// Outer IPv4 + UDP header bytes around every braid datagram.
 pub const OUTER_IPV4_UDP: usize = 28;
+/// Outer IPv6 + UDP header bytes around every braid datagram.
+pub const OUTER_IPV6_UDP: usize = 48;
 /// Bytes kept free for the AEAD tag that seals every datagram.
 pub const AEAD_RESERVE: usize = braid_proto::crypto::TAG_LEN;
 /// Path MTU assumed when the file does not say.
@@ -22,8 +24,11 @@ pub const DEFAULT_PATH_MTU: u16 = 1500;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClientConfig {
-    /// The server, `host:port`.
-    pub server: String,
+    /// The server, `host:port` (`[v6 address]:port` for an IPv6 literal), or several of them
+    /// (`server = ["a:7700", "b:7700"]`, also spelled `servers`): the client moves to the next
+    /// when the one in use stops answering, and looks the name up again each time.
+    #[serde(alias = "servers")]
+    pub server: ServerList,
     /// This vehicle's private key file (`braid genkey`; mode 600).
     pub private_key: PathBuf,
     /// The server's public key (`braid pubkey`), base64.
@@ -59,6 +64,57 @@ pub struct ClientConfig {
     /// Prometheus endpoint address; off when absent.
     #[serde(default)]
     pub metrics: Option<SocketAddr>,
+}
+
+/// The client's servers, in the order they are tried; at least one, each `host:port`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "OneOrMany")]
+pub struct ServerList(pub Vec<String>);
+
+/// `server = "a:7700"` or `server = ["a:7700", "b:7700"]`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl TryFrom<OneOrMany> for ServerList {
+    type Error = String;
+    fn try_from(v: OneOrMany) -> Result<Self, String> {
+        let list = match v {
+            OneOrMany::One(s) => vec![s],
+            OneOrMany::Many(l) => l,
+        };
+        if list.is_empty() {
+            return Err("at least one server (host:port) is needed".into());
+        }
+        for s in &list {
+            check_host_port(s)?;
+        }
+        Ok(ServerList(list))
+    }
+}
+
+/// Checks the form `host:port` or `[v6 address]:port` without looking anything up.
+fn check_host_port(s: &str) -> Result<(), String> {
+    if s.parse::<SocketAddr>().is_ok() {
+        return Ok(());
+    }
+    let Some((host, port)) = s.rsplit_once(':') else {
+        return Err(format!("{s:?} is not host:port (e.g. \"vpn.example.net:7700\" or \"[2001:db8::1]:7700\")"));
+    };
+    if host.contains(':') || host.starts_with('[') {
+        return Err(format!("{s:?}: an IPv6 address goes in brackets, [2001:db8::1]:7700"));
+    }
+    if host.is_empty() || host.len() > 253 || host.chars().any(|c| !(c.is_ascii_alphanumeric() || c == '-' || c == '.'))
+    {
+        return Err(format!("{s:?}: {host:?} is not a host name or address"));
+    }
+    if port.parse::<u16>().ok().filter(|p| *p != 0).is_none() {
+        return Err(format!("{s:?}: port {port:?} is not 1..=65535"));
+    }
+    Ok(())
 }
 
 /// `braid server` configuration.
@@ -174,8 +230,9 @@ fn default_idle_s() -> u64 {
 pub struct TunConfig {
     /// Interface name.
     pub name: String,
-    /// IPv4 address with prefix length, e.g. `10.77.0.2/24`.
-    pub address: Ipv4Cidr,
+    /// Address with prefix length, IPv4 or IPv6 (`10.77.0.2/24`, `fd77::2/64`), or a list of
+    /// them for a dual-stack tunnel (`["10.77.0.2/24", "fd77::2/64"]`): at most one IPv4.
+    pub address: TunAddresses,
     /// MTU; computed from the path MTU and braid's overhead when absent.
     #[serde(default)]
     pub mtu: Option<u16>,
@@ -189,6 +246,56 @@ pub struct Ipv4Cidr {
     pub addr: Ipv4Addr,
     /// The prefix length.
     pub prefix: u8,
+}
+
+/// The TUN device's addresses: at most one IPv4, any number of IPv6, at least one in all.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "AddressOneOrMany")]
+pub struct TunAddresses {
+    /// The IPv4 address.
+    pub v4: Option<Ipv4Cidr>,
+    /// The IPv6 addresses with their prefix lengths.
+    pub v6: Vec<(Ipv6Addr, u8)>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum AddressOneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl TryFrom<AddressOneOrMany> for TunAddresses {
+    type Error = String;
+    fn try_from(v: AddressOneOrMany) -> Result<Self, String> {
+        let list = match v {
+            AddressOneOrMany::One(s) => vec![s],
+            AddressOneOrMany::Many(l) => l,
+        };
+        let mut out = TunAddresses { v4: None, v6: Vec::new() };
+        for s in list {
+            let (a, p) = s
+                .split_once('/')
+                .ok_or_else(|| format!("{s:?} is not ADDRESS/PREFIX, e.g. 10.77.0.2/24 or fd77::2/64"))?;
+            match a.parse::<IpAddr>() {
+                Ok(IpAddr::V4(_)) if out.v4.is_some() => return Err(format!("{s:?}: at most one IPv4 address")),
+                Ok(IpAddr::V4(_)) => out.v4 = Some(Ipv4Cidr::try_from(s.clone())?),
+                Ok(IpAddr::V6(addr)) => {
+                    let prefix = p
+                        .parse::<u8>()
+                        .ok()
+                        .filter(|p| *p <= 128)
+                        .ok_or_else(|| format!("prefix {p:?} is not 0..=128"))?;
+                    out.v6.push((addr, prefix));
+                }
+                Err(_) => return Err(format!("{a:?} is not an IPv4 or IPv6 address")),
+            }
+        }
+        if out.v4.is_none() && out.v6.is_empty() {
+            return Err("at least one address is needed".into());
+        }
+        Ok(out)
+    }
 }
 
 impl TryFrom<String> for Ipv4Cidr {
@@ -291,25 +398,37 @@ impl TryFrom<String> for Scheduler {
     }
 }
 
-/// The TUN MTU for a path MTU: what is left after the outer IPv4/UDP headers, braid's largest
-/// header and the AEAD reserve.
-pub fn tun_mtu_for(path_mtu: u16) -> Option<u16> {
-    let over = OUTER_IPV4_UDP + braid_proto::wire::MAX_CARRIER_OVERHEAD + AEAD_RESERVE;
+/// The TUN MTU for a path MTU: what is left after the outer IPv6 (`v6`) or IPv4 and UDP
+/// headers, braid's largest header and the AEAD reserve.
+pub fn tun_mtu_over(path_mtu: u16, v6: bool) -> Option<u16> {
+    let outer = if v6 { OUTER_IPV6_UDP } else { OUTER_IPV4_UDP };
+    let over = outer + braid_proto::wire::MAX_CARRIER_OVERHEAD + AEAD_RESERVE;
     usize::from(path_mtu).checked_sub(over).filter(|m| *m >= 576).map(|m| m as u16)
 }
 
-/// The TUN MTU in force: the configured one if it fits, else the computed one.
-fn effective_mtu(tun: &TunConfig, path_mtu: Option<u16>) -> anyhow::Result<u16> {
+/// The least MTU of a link that carries IPv6 (RFC 8200 section 5).
+pub const IPV6_MIN_MTU: u16 = 1280;
+
+/// The TUN MTU in force: the configured one if it fits, else the computed one. `outer_v6`: the
+/// outer transport is (or may be) IPv6, whose header is 20 bytes longer.
+fn effective_mtu(tun: &TunConfig, path_mtu: Option<u16>, outer_v6: bool) -> anyhow::Result<u16> {
     let path = path_mtu.unwrap_or(DEFAULT_PATH_MTU);
-    let max = tun_mtu_for(path).with_context(|| format!("path_mtu: {path} is too small for braid's overhead"))?;
-    match tun.mtu {
-        None => Ok(max),
+    let max =
+        tun_mtu_over(path, outer_v6).with_context(|| format!("path_mtu: {path} is too small for braid's overhead"))?;
+    let m = match tun.mtu {
+        None => max,
         Some(m) if m > max => {
             bail!("tun.mtu: {m} exceeds {max}, the most a path MTU of {path} leaves after braid's overhead")
         }
         Some(m) if m < 576 => bail!("tun.mtu: {m} is below 576, the IPv4 minimum"),
-        Some(m) => Ok(m),
+        Some(m) => m,
+    };
+    if !tun.address.v6.is_empty() && m < IPV6_MIN_MTU {
+        bail!(
+            "tun.mtu: {m} is below {IPV6_MIN_MTU}, the IPv6 minimum, and tun.address has an IPv6 address (raise path_mtu or tun.mtu)"
+        );
     }
+    Ok(m)
 }
 
 impl ClientConfig {
@@ -319,15 +438,14 @@ impl ClientConfig {
         Self::parse(&text).with_context(|| format!("in {}", path.display()))
     }
 
-    /// Parses and checks a client configuration, resolving the server's name.
+    /// Parses and checks a client configuration. The servers' names are not looked up here: the
+    /// client does that when it (re)joins, and retries a name that does not resolve yet.
     pub fn parse(text: &str) -> anyhow::Result<Self> {
-        let c = Self::parse_unresolved(text)?;
-        c.server_addr()?;
-        Ok(c)
+        Self::parse_unresolved(text)
     }
 
-    /// Parses and checks a client configuration except for resolving `server`, which may query DNS:
-    /// what the fuzz target drives, so that millions of inputs send no traffic.
+    /// Parses and checks a client configuration without any DNS query: what the fuzz target
+    /// drives, so that millions of inputs send no traffic.
     pub fn parse_unresolved(text: &str) -> anyhow::Result<Self> {
         let c: ClientConfig = toml::from_str(text)?;
         if c.uplink.is_empty() {
@@ -367,18 +485,11 @@ impl ClientConfig {
         self.cipher.map(|c| c.0).unwrap_or_default()
     }
 
-    /// The server's address, resolved.
-    pub fn server_addr(&self) -> anyhow::Result<SocketAddr> {
-        self.server
-            .to_socket_addrs()
-            .with_context(|| format!("server: {:?} is not host:port", self.server))?
-            .find(SocketAddr::is_ipv4)
-            .with_context(|| format!("server: {:?} has no IPv4 address", self.server))
-    }
-
-    /// The TUN MTU in force.
+    /// The TUN MTU in force: over an outer IPv6 when a server is an IPv6 address (a name that
+    /// resolves to IPv6 only needs `path_mtu` 20 bytes lower, or `tun.mtu`).
     pub fn mtu(&self) -> anyhow::Result<u16> {
-        effective_mtu(&self.tun, self.path_mtu)
+        let v6 = self.server.0.iter().any(|s| s.parse::<SocketAddr>().is_ok_and(|a| a.is_ipv6()));
+        effective_mtu(&self.tun, self.path_mtu, v6)
     }
 
     /// The control socket path.
@@ -444,9 +555,10 @@ impl ServerConfig {
         Ok((secret, peers))
     }
 
-    /// The TUN MTU in force.
+    /// The TUN MTU in force: over an outer IPv6 when `listen` is an IPv6 address (`[::]` takes
+    /// IPv4 vehicles too, whose datagrams are then 20 bytes smaller than they could be).
     pub fn mtu(&self) -> anyhow::Result<u16> {
-        effective_mtu(&self.tun, self.path_mtu)
+        effective_mtu(&self.tun, self.path_mtu, self.listen.is_ipv6())
     }
 
     /// The control socket path.
@@ -492,7 +604,9 @@ public_key = "3p7bfXt9wbTTW2HC7OQ1Nz+DQ8hbeGdNrfx+FG+IK08="
     fn client_example_parses() {
         let c = ClientConfig::parse(CLIENT).unwrap();
         assert_eq!(c.uplink.len(), 2);
-        assert_eq!(c.tun.address, Ipv4Cidr { addr: Ipv4Addr::new(10, 77, 0, 2), prefix: 24 });
+        assert_eq!(c.tun.address.v4, Some(Ipv4Cidr { addr: Ipv4Addr::new(10, 77, 0, 2), prefix: 24 }));
+        assert!(c.tun.address.v6.is_empty());
+        assert_eq!(c.server, ServerList(vec!["192.0.2.1:7700".into()]));
         assert_eq!(c.mtu().unwrap(), 1500 - 28 - braid_proto::wire::MAX_CARRIER_OVERHEAD as u16 - 16);
         assert_eq!(c.session.recovery(), RecoveryKind::Oec);
         assert!(!c.session.aqm, "AQM is off unless asked for");
@@ -539,5 +653,45 @@ public_key = "3p7bfXt9wbTTW2HC7OQ1Nz+DQ8hbeGdNrfx+FG+IK08="
         assert!(e.contains("tun.mtu"), "{e}");
         let e = err(&CLIENT.replace("192.0.2.1:7700", "nowhere"));
         assert!(e.contains("server"), "{e}");
+    }
+
+    #[test]
+    fn several_servers_and_ipv6_addresses() {
+        let c =
+            ClientConfig::parse(&CLIENT.replace(
+                "server = \"192.0.2.1:7700\"",
+                "servers = [\"vpn-a.example.net:7700\", \"[2001:db8::1]:7700\"]",
+            ))
+            .unwrap();
+        assert_eq!(c.server.0, ["vpn-a.example.net:7700", "[2001:db8::1]:7700"]);
+        // An IPv6 server: the outer header is 20 bytes longer, so is the overhead.
+        assert_eq!(c.mtu().unwrap(), ClientConfig::parse(CLIENT).unwrap().mtu().unwrap() - 20);
+        let c = ClientConfig::parse(&CLIENT.replace("192.0.2.1:7700", "unresolvable.invalid:7700")).unwrap();
+        assert_eq!(c.server.0, ["unresolvable.invalid:7700"], "names are looked up when joining, not when parsing");
+        let e = err(&CLIENT.replace("\"192.0.2.1:7700\"", "[]"));
+        assert!(e.contains("at least one server") && e.contains("line 2"), "{e}");
+        let e = err(&CLIENT.replace("192.0.2.1:7700", "2001:db8::1:7700"));
+        assert!(e.contains("brackets"), "{e}");
+        let e = err(&CLIENT.replace("192.0.2.1:7700", "a.example:0"));
+        assert!(e.contains("port"), "{e}");
+        let e = err(&CLIENT.replace("server = \"192.0.2.1:7700\"", "server = \"a:1\"\nservers = [\"b:2\"]"));
+        assert!(e.contains("duplicate") || e.contains("servers"), "{e}");
+
+        let dual = CLIENT.replace("\"10.77.0.2/24\"", "[\"10.77.0.2/24\", \"fd77::2/64\"]");
+        let c = ClientConfig::parse(&dual).unwrap();
+        assert_eq!(c.tun.address.v6, [("fd77::2".parse().unwrap(), 64)]);
+        assert!(c.tun.address.v4.is_some());
+        let c = ClientConfig::parse(&CLIENT.replace("10.77.0.2/24", "fd77::2/64")).unwrap();
+        assert!(c.tun.address.v4.is_none() && c.tun.address.v6.len() == 1);
+        let e = err(&CLIENT.replace("10.77.0.2/24", "fd77::2/129"));
+        assert!(e.contains("0..=128"), "{e}");
+        let e = err(&CLIENT.replace("\"10.77.0.2/24\"", "[\"10.77.0.2/24\", \"10.77.0.3/24\"]"));
+        assert!(e.contains("at most one IPv4"), "{e}");
+        let e = err(&dual.replace("tun = { name = \"braid0\",", "tun = { mtu = 1200, name = \"braid0\","));
+        assert!(e.contains("1280"), "{e}");
+
+        let s = ServerConfig::parse(&SERVER.replace("0.0.0.0:7700", "[::]:7700")).unwrap();
+        assert!(s.listen.is_ipv6());
+        assert_eq!(s.mtu().unwrap(), ServerConfig::parse(SERVER).unwrap().mtu().unwrap() - 20);
     }
 }

@@ -2,10 +2,14 @@
 //!
 //! ```text
 //! {"cmd":"status"}
+//! {"cmd":"status","peer":"bus-17"}
 //! {"cmd":"set_weight","link":"lte1","weight":3}
-//! {"cmd":"set_recovery","name":"fec10"}
+//! {"cmd":"set_recovery","name":"fec10","peer":"bus-17"}
 //! {"cmd":"set_scheduler","name":"round-robin"}
 //! ```
+//!
+//! `peer` (server only) names a vehicle by its `[[peer]]` name: the request then concerns that
+//! vehicle alone; without it a server's `set_*` changes every vehicle.
 
 use super::Input;
 use super::status::DaemonStatus;
@@ -21,24 +25,37 @@ use tokio::sync::{mpsc, oneshot};
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "cmd", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
-    /// A snapshot of the daemon.
-    Status,
+    /// A snapshot of the daemon, or of one vehicle's session.
+    Status {
+        /// Only this vehicle (server).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        peer: Option<String>,
+    },
     /// Sets an uplink's scheduler weight (by name, `link<N>` or N).
     SetWeight {
         /// The uplink.
         link: String,
         /// Its new weight.
         weight: u32,
+        /// Only this vehicle (server).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        peer: Option<String>,
     },
-    /// Switches the loss-recovery scheme of every session.
+    /// Switches the loss-recovery scheme of every session, or of one vehicle's.
     SetRecovery {
         /// `RecoveryKind` name.
         name: String,
+        /// Only this vehicle (server).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        peer: Option<String>,
     },
-    /// Switches the scheduler of every session.
+    /// Switches the scheduler of every session, or of one vehicle's.
     SetScheduler {
         /// `SchedulerKind` name.
         name: String,
+        /// Only this vehicle (server).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        peer: Option<String>,
     },
 }
 
@@ -53,6 +70,18 @@ pub struct Response {
     /// The status, for `status`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<DaemonStatus>,
+}
+
+impl Request {
+    /// The vehicle the request is limited to, if any.
+    pub fn peer(&self) -> Option<&str> {
+        match self {
+            Request::Status { peer }
+            | Request::SetWeight { peer, .. }
+            | Request::SetRecovery { peer, .. }
+            | Request::SetScheduler { peer, .. } => peer.as_deref(),
+        }
+    }
 }
 
 impl Response {
@@ -134,6 +163,34 @@ pub async fn ask(tx: &mpsc::Sender<Input>, req: Request) -> Response {
     rrx.await.unwrap_or_else(|_| Response::err("daemon is stopping"))
 }
 
+/// Where a client's control socket is unless its file says otherwise.
+pub const DEFAULT_CLIENT_SOCKET: &str = "/run/braid/client.sock";
+/// Where a server's control socket is unless its file says otherwise.
+pub const DEFAULT_SERVER_SOCKET: &str = "/run/braid/server.sock";
+
+/// The control socket `braid status` and `braid set` talk to: `given` (`--control`), else the
+/// default socket of whichever daemon runs here, client or server. Both present, or neither, is
+/// an error that names the paths, so the operator knows what to pass.
+pub fn default_socket(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    default_socket_among(given, &[Path::new(DEFAULT_CLIENT_SOCKET), Path::new(DEFAULT_SERVER_SOCKET)])
+}
+
+fn default_socket_among(given: Option<&Path>, defaults: &[&Path]) -> anyhow::Result<PathBuf> {
+    if let Some(p) = given {
+        return Ok(p.to_path_buf());
+    }
+    let present: Vec<&Path> = defaults.iter().copied().filter(|p| p.exists()).collect();
+    let list = |ps: &[&Path]| ps.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" and ");
+    match present.as_slice() {
+        [one] => Ok(one.to_path_buf()),
+        [] => anyhow::bail!(
+            "no braid daemon found: neither {} exists (is it running? its file's `control` key may name another path: --control PATH)",
+            list(defaults)
+        ),
+        many => anyhow::bail!("both a client and a server run here ({}): choose one with --control PATH", list(many)),
+    }
+}
+
 /// Sends one request to a running daemon (for `braid status` and `braid set`).
 pub fn request(path: &Path, req: &Request) -> anyhow::Result<Response> {
     let mut s = std::os::unix::net::UnixStream::connect(path)
@@ -145,4 +202,37 @@ pub fn request(path: &Path, req: &Request) -> anyhow::Result<Response> {
     let mut answer = String::new();
     BufReader::new(s).read_line(&mut answer)?;
     serde_json::from_str(&answer).with_context(|| format!("bad answer from the daemon: {answer:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_without_peer_keep_their_old_form() {
+        let r: Request = serde_json::from_str(r#"{"cmd":"status"}"#).expect("status");
+        assert!(matches!(r, Request::Status { peer: None }));
+        assert_eq!(serde_json::to_string(&r).expect("json"), r#"{"cmd":"status"}"#);
+        let r: Request = serde_json::from_str(r#"{"cmd":"set_recovery","name":"arq","peer":"bus-17"}"#).expect("set");
+        assert_eq!(r.peer(), Some("bus-17"));
+        assert!(serde_json::from_str::<Request>(r#"{"cmd":"status","vehicle":"x"}"#).is_err());
+    }
+
+    #[test]
+    fn default_socket_follows_the_daemon_that_runs() {
+        let dir = std::env::temp_dir().join(format!("braid-ctl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let (c, s) = (dir.join("client.sock"), dir.join("server.sock"));
+        let both = [c.as_path(), s.as_path()];
+        let e = format!("{:#}", default_socket_among(None, &both).unwrap_err());
+        assert!(e.contains("no braid daemon") && e.contains("client.sock") && e.contains("server.sock"), "{e}");
+        std::fs::write(&s, "").expect("touch");
+        assert_eq!(default_socket_among(None, &both).expect("server"), s);
+        std::fs::write(&c, "").expect("touch");
+        let e = format!("{:#}", default_socket_among(None, &both).unwrap_err());
+        assert!(e.contains("both") && e.contains("--control"), "{e}");
+        let given = dir.join("other.sock");
+        assert_eq!(default_socket_among(Some(&given), &both).expect("given"), given);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

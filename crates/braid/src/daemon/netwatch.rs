@@ -7,7 +7,7 @@
 
 use super::Input;
 use std::collections::HashMap;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -21,15 +21,22 @@ pub struct IfState {
     pub ifindex: u32,
     /// Whether the link is operationally up.
     pub up: bool,
-    /// Its IPv4 addresses, sorted.
-    pub addrs: Vec<Ipv4Addr>,
+    /// Its IPv4 and global IPv6 addresses, sorted (link-local IPv6 addresses, which every
+    /// interface that is up has, reach no server).
+    pub addrs: Vec<IpAddr>,
 }
 
 impl IfState {
-    /// Whether an uplink socket can work through it.
-    pub fn usable(&self) -> bool {
-        self.up && !self.addrs.is_empty()
+    /// Whether an uplink socket towards a server of this family (`v6`) can work through it: up,
+    /// with an address of that family.
+    pub fn usable(&self, v6: bool) -> bool {
+        self.up && self.addrs.iter().any(|a| a.is_ipv6() == v6)
     }
+}
+
+/// Whether `a` is an IPv6 link-local address (fe80::/10).
+fn link_local_v6(a: &std::net::Ipv6Addr) -> bool {
+    a.segments()[0] & 0xffc0 == 0xfe80
 }
 
 /// An interface changed; `state` is `None` when it does not exist.
@@ -55,11 +62,12 @@ pub fn read_states(names: &[String]) -> HashMap<String, Option<IfState>> {
                 // "unknown" is what many point-to-point and modem drivers report while working.
                 let oper = read_sys(name, "operstate").unwrap_or_default();
                 let up = !matches!(oper.as_str(), "down" | "lowerlayerdown" | "notpresent" | "dormant");
-                let mut addrs: Vec<Ipv4Addr> = all
+                let mut addrs: Vec<IpAddr> = all
                     .iter()
                     .filter(|i| &i.name == name)
                     .filter_map(|i| match &i.addr {
-                        if_addrs::IfAddr::V4(a) => Some(a.ip),
+                        if_addrs::IfAddr::V4(a) => Some(IpAddr::V4(a.ip)),
+                        if_addrs::IfAddr::V6(a) if !link_local_v6(&a.ip) => Some(IpAddr::V6(a.ip)),
                         _ => None,
                     })
                     .collect();

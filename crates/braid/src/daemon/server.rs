@@ -46,6 +46,35 @@ struct Vehicle {
     last_rx: braid_proto::Instant,
 }
 
+/// What `braid set --peer` gave one vehicle: it outlives the session, so a vehicle that joins
+/// again keeps it, and a SIGHUP's settings for the fleet do not undo it.
+#[derive(Debug, Default)]
+struct Override {
+    recovery: Option<RecoveryKind>,
+    scheduler: Option<SchedulerKind>,
+    /// (link id, weight).
+    weights: Vec<(u8, u32)>,
+}
+
+impl Override {
+    fn apply(&self, session: &mut Session) {
+        if let Some(r) = self.recovery {
+            session.set_recovery(r);
+        }
+        if let Some(s) = self.scheduler {
+            session.set_scheduler(s);
+        }
+        self.apply_weights(session);
+    }
+
+    /// The weights only: what a link that appears later needs.
+    fn apply_weights(&self, session: &mut Session) {
+        for &(link, w) in &self.weights {
+            session.set_link_weight(braid_proto::LinkId(link), w);
+        }
+    }
+}
+
 #[derive(Default)]
 struct Counters {
     garbage: u64,
@@ -85,6 +114,8 @@ struct Server {
     outbox: Vec<(Vec<u8>, std::net::SocketAddr)>,
     /// Where datagrams are opened.
     scratch: Vec<u8>,
+    /// Per-vehicle settings (`braid set --peer`), by `[[peer]]` name.
+    overrides: HashMap<String, Override>,
 }
 
 /// Runs `braid server --config PATH` until SIGTERM.
@@ -136,6 +167,7 @@ async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
         hs_dropped,
         outbox: Vec::new(),
         scratch: Vec::with_capacity(65536),
+        overrides: HashMap::new(),
     };
     server.run(rx, hs_rx).await;
     tracing::info!("server stopped");
@@ -373,7 +405,7 @@ impl Server {
             self.sessions.remove(&old);
             self.routes.retain(|_, s| *s != old);
         }
-        let session = self.new_session(id, now);
+        let session = self.new_session(id, &name, now);
         let channel = SecureChannel::new(&keys, now);
         self.sessions.insert(id, Vehicle { session, channel, peer, last_rx: now });
         tracing::info!(peer = %name, session = format_args!("{id:04x}"), %from, cipher = %suite, "new session");
@@ -397,7 +429,7 @@ impl Server {
         (1..=Header::MAX_SESSION).find(|id| !self.sessions.contains_key(id)).unwrap_or(Header::MAX_SESSION)
     }
 
-    fn new_session(&self, id: u32, now: braid_proto::Instant) -> Session {
+    fn new_session(&self, id: u32, peer: &str, now: braid_proto::Instant) -> Session {
         let mut seed = [0u8; 8];
         // A failed OS RNG only makes coding choices predictable, which is harmless here.
         let _ = getrandom::fill(&mut seed);
@@ -406,7 +438,11 @@ impl Server {
         scfg.seed = u64::from_le_bytes(seed);
         self.cfg.session.configure(&mut scfg);
         scfg.max_packet = usize::from(self.mtu);
-        Session::new(scfg, &[], now)
+        let mut session = Session::new(scfg, &[], now);
+        if let Some(o) = self.overrides.get(peer) {
+            o.apply(&mut session);
+        }
+        session
     }
 
     async fn flush(&mut self, id: u32) -> bool {
@@ -437,6 +473,13 @@ impl Server {
         }
         while let Some(e) = v.session.poll_event() {
             tracing::info!(session = format_args!("{id:04x}"), event = ?e, "session event");
+            // The server learns a vehicle's links from its traffic: a weight set for one of them
+            // with `braid set --peer` takes hold when it appears.
+            if let braid_proto::Event::LinkAddress(..) = e
+                && let Some(o) = self.overrides.get(&self.responder.peers()[v.peer].name)
+            {
+                o.apply_weights(&mut v.session);
+            }
         }
         any
     }
@@ -462,31 +505,67 @@ impl Server {
     }
 
     fn control(&mut self, req: Request) -> Response {
+        let peer = match req.peer() {
+            Some(name) if !self.responder.peers().iter().any(|p| p.name == name) => {
+                return Response::err(format!("no vehicle {name:?} in [[peer]]"));
+            }
+            p => p.map(str::to_string),
+        };
+        // The sessions the request concerns: the named vehicle's, or all.
+        let peers = self.responder.peers();
+        let chosen = |v: &Vehicle| peer.as_deref().is_none_or(|n| peers[v.peer].name == n);
         match req {
-            Request::Status => Response { ok: true, error: None, status: Some(self.status()) },
-            Request::SetWeight { link, weight } => {
+            Request::Status { .. } => {
+                let mut status = self.status();
+                if let Some(n) = peer.as_deref() {
+                    status.sessions.retain(|s| s.peer == n);
+                }
+                Response { ok: true, error: None, status: Some(status) }
+            }
+            Request::SetWeight { link, weight, .. } => {
                 let n = link.trim_start_matches("link").parse::<u8>();
                 let Ok(n) = n else { return Response::err(format!("no link {link:?}: use link<N> or N")) };
                 let hits = self
                     .sessions
                     .values_mut()
+                    .filter(|v| chosen(v))
                     .map(|v| v.session.set_link_weight(braid_proto::LinkId(n), weight))
                     .filter(|hit| *hit)
                     .count();
+                if let Some(p) = peer {
+                    let o = self.overrides.entry(p).or_default();
+                    o.weights.retain(|(l, _)| *l != n);
+                    o.weights.push((n, weight));
+                    // Kept for the vehicle's next session even if it has none now.
+                    return Response::ok();
+                }
+                self.overrides.values_mut().for_each(|o| o.weights.retain(|(l, _)| *l != n));
                 if hits == 0 { Response::err(format!("no session has link {n}")) } else { Response::ok() }
             }
-            Request::SetRecovery { name } => match name.parse::<RecoveryKind>() {
+            Request::SetRecovery { name, .. } => match name.parse::<RecoveryKind>() {
                 Ok(k) => {
-                    self.cfg.session.recovery = Some(super::config::Recovery(k));
-                    self.sessions.values_mut().for_each(|v| v.session.set_recovery(k));
+                    self.sessions.values_mut().filter(|v| chosen(v)).for_each(|v| v.session.set_recovery(k));
+                    match peer {
+                        Some(p) => self.overrides.entry(p).or_default().recovery = Some(k),
+                        None => {
+                            self.cfg.session.recovery = Some(super::config::Recovery(k));
+                            self.overrides.values_mut().for_each(|o| o.recovery = None);
+                        }
+                    }
                     Response::ok()
                 }
                 Err(e) => Response::err(e),
             },
-            Request::SetScheduler { name } => match name.parse::<SchedulerKind>() {
+            Request::SetScheduler { name, .. } => match name.parse::<SchedulerKind>() {
                 Ok(k) => {
-                    self.cfg.session.scheduler = Some(super::config::Scheduler(k));
-                    self.sessions.values_mut().for_each(|v| v.session.set_scheduler(k));
+                    self.sessions.values_mut().filter(|v| chosen(v)).for_each(|v| v.session.set_scheduler(k));
+                    match peer {
+                        Some(p) => self.overrides.entry(p).or_default().scheduler = Some(k),
+                        None => {
+                            self.cfg.session.scheduler = Some(super::config::Scheduler(k));
+                            self.overrides.values_mut().for_each(|o| o.scheduler = None);
+                        }
+                    }
                     Response::ok()
                 }
                 Err(e) => Response::err(e),
@@ -530,8 +609,12 @@ impl Server {
     fn reload(&mut self) {
         match ServerConfig::load(&self.path) {
             Ok(c) => {
+                let peers = self.responder.peers();
                 for v in self.sessions.values_mut() {
                     c.session.apply(&mut v.session);
+                    if let Some(o) = self.overrides.get(&peers[v.peer].name) {
+                        o.apply(&mut v.session);
+                    }
                 }
                 tracing::info!(
                     recovery = %c.session.recovery(),

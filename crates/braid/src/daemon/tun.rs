@@ -9,12 +9,16 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tun_rs::{AsyncDevice, DeviceBuilder};
 
-/// Creates the TUN device with its address and MTU, up.
+/// Creates the TUN device with its addresses (IPv4, IPv6 or both) and MTU, up.
 pub fn open(cfg: &TunConfig, mtu: u16) -> anyhow::Result<Arc<AsyncDevice>> {
-    let dev = DeviceBuilder::new()
-        .name(&cfg.name)
-        .ipv4(cfg.address.addr, cfg.address.prefix, None)
-        .mtu(mtu)
+    let mut builder = DeviceBuilder::new().name(&cfg.name).mtu(mtu);
+    if let Some(a) = cfg.address.v4 {
+        builder = builder.ipv4(a.addr, a.prefix, None);
+    }
+    for &(addr, prefix) in &cfg.address.v6 {
+        builder = builder.ipv6(addr, prefix);
+    }
+    let dev = builder
         .build_async()
         .with_context(|| format!("tun: cannot create {:?} (needs CAP_NET_ADMIN and /dev/net/tun)", cfg.name))?;
     Ok(Arc::new(dev))

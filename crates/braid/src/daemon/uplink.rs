@@ -14,8 +14,8 @@ use tokio::task::JoinHandle;
 /// hiccup of the loop, does not drop datagrams in the kernel.
 const SOCKET_BUFFER: usize = 4 << 20;
 
-fn udp_socket() -> io::Result<Socket> {
-    let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+fn udp_socket(v6: bool) -> io::Result<Socket> {
+    let s = Socket::new(if v6 { Domain::IPV6 } else { Domain::IPV4 }, Type::DGRAM, Some(Protocol::UDP))?;
     s.set_nonblocking(true)?;
     // Best effort: the kernel caps them at net.core.{r,w}mem_max.
     let _ = s.set_recv_buffer_size(SOCKET_BUFFER);
@@ -24,20 +24,30 @@ fn udp_socket() -> io::Result<Socket> {
 }
 
 /// A socket that sends and receives only through `interface` (SO_BINDTODEVICE), so that every
-/// uplink is really used whatever the routing table prefers. Bound to the wildcard address: the
-/// kernel picks the interface's current address as source, and the socket is rebuilt when that
-/// address changes so the server sees a fresh flow (NAT state of the old one is gone anyway).
-pub fn bind_to_interface(interface: &str) -> io::Result<UdpSocket> {
-    let s = udp_socket()?;
+/// uplink is really used whatever the routing table prefers, of the server's family (`v6`).
+/// Bound to the wildcard address: the kernel picks the interface's current address as source,
+/// and the socket is rebuilt when that address changes so the server sees a fresh flow (NAT
+/// state of the old one is gone anyway).
+pub fn bind_to_interface(interface: &str, v6: bool) -> io::Result<UdpSocket> {
+    let s = udp_socket(v6)?;
     s.bind_device(Some(interface.as_bytes()))?;
-    s.bind(&SocketAddr::from(([0, 0, 0, 0], 0)).into())?;
+    let any: SocketAddr = if v6 { (std::net::Ipv6Addr::UNSPECIFIED, 0).into() } else { ([0, 0, 0, 0], 0).into() };
+    if v6 {
+        s.set_only_v6(true)?;
+    }
+    s.bind(&any.into())?;
     UdpSocket::from_std(s.into())
 }
 
-/// The server's listening socket.
+/// The server's listening socket. On the IPv6 wildcard (`[::]:7700`) it takes IPv4 vehicles too
+/// (dual stack; their addresses then read as IPv4-mapped IPv6 ones, and replies go back the same
+/// way); on a specific address only that address's family.
 pub fn listen(addr: SocketAddr) -> io::Result<UdpSocket> {
-    let s = udp_socket()?;
+    let s = udp_socket(addr.is_ipv6())?;
     s.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        s.set_only_v6(!addr.ip().is_unspecified())?;
+    }
     s.bind(&addr.into())?;
     UdpSocket::from_std(s.into())
 }

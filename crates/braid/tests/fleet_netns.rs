@@ -1,0 +1,435 @@
+//! End to end, for a fleet's server: in network namespaces,
+//!
+//! - two vehicles on one server over an IPv6 outer transport (two uplinks each with IPv6
+//!   addresses only), with dual-stack tunnel addresses: ping6, ping and a TCP transfer over IPv6
+//!   inside the tunnel; per-vehicle `braid status --peer` and `braid set --peer`; the server's
+//!   Prometheus series labelled by vehicle name;
+//! - a vehicle whose server's name does not resolve at start (it waits and retries), that moves
+//!   to the next server of its list when the first is killed, and back to the first, looked up
+//!   again under a new address, when the second is killed.
+//!
+//! Needs root and `ip netns`; skips with a message otherwise. Uses python3 for the TCP peers.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_braid");
+
+/// Namespaces, processes and files of one run; all removed on drop, also when the test fails.
+struct Testbed {
+    namespaces: Vec<String>,
+    dir: PathBuf,
+    children: Vec<(String, Child)>,
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        for (_, c) in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for ns in &self.namespaces {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+            let _ = std::fs::remove_dir_all(format!("/etc/netns/{ns}"));
+        }
+        if std::thread::panicking() {
+            for (log, _) in &self.children {
+                let text = std::fs::read_to_string(self.dir.join(log)).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(25).collect();
+                eprintln!("--- {log} (last lines) ---");
+                for l in tail.iter().rev() {
+                    eprintln!("{l}");
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn run(args: &[&str]) -> Result<String, String> {
+    let out = Command::new(args[0]).args(&args[1..]).output().map_err(|e| format!("{args:?}: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!("{args:?}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    }
+}
+
+impl Testbed {
+    /// Namespaces `names` (suffixed by the test's tag), or `None` (with a message) where this
+    /// cannot run.
+    fn new(test: &str, names: &[&str]) -> Option<Testbed> {
+        let root = run(&["id", "-u"]).map(|s| s.trim() == "0").unwrap_or(false);
+        if !root {
+            eprintln!("SKIP {test}: needs root for network namespaces and TUN");
+            return None;
+        }
+        if run(&["python3", "-c", "import hashlib, random; random.Random(1).randbytes(1)"]).is_err() {
+            eprintln!("SKIP {test}: python3 (3.9+) is needed for the TCP peers");
+            return None;
+        }
+        let tag = format!("{}{}", &test[..2], std::process::id() % 100_000);
+        let dir = std::env::temp_dir().join(format!("braid-{test}-{tag}"));
+        let _ = std::fs::create_dir_all(&dir);
+        let mut tb = Testbed { namespaces: Vec::new(), dir, children: Vec::new() };
+        for n in names {
+            let ns = format!("bf{n}{tag}");
+            if let Err(e) = run(&["ip", "netns", "add", &ns]) {
+                eprintln!("SKIP {test}: ip netns failed: {e}");
+                return None;
+            }
+            tb.namespaces.push(ns);
+            tb.sh(n, "ip link set lo up");
+        }
+        Some(tb)
+    }
+
+    fn ns(&self, short: &str) -> String {
+        self.namespaces.iter().find(|n| n[2..].starts_with(short)).cloned().unwrap_or_default()
+    }
+
+    fn sh(&self, short: &str, cmd: &str) -> String {
+        run(&["ip", "netns", "exec", &self.ns(short), "sh", "-c", cmd]).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn spawn(&mut self, short: &str, args: &[&str], log: &str) -> usize {
+        let file = std::fs::File::create(self.dir.join(log)).expect("log file");
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.ns(short)])
+            .args(args)
+            .env("BRAID_LOG", "info,braid_proto=warn")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("log file"))
+            .stderr(file)
+            .spawn()
+            .expect("spawn");
+        self.children.push((log.to_string(), child));
+        self.children.len() - 1
+    }
+
+    fn daemon(&mut self, short: &str, role: &str, name: &str) -> usize {
+        let config = self.dir.join(format!("{name}.toml"));
+        let i =
+            self.spawn(short, &[BIN, role, "--config", config.to_str().unwrap_or_default()], &format!("{name}.log"));
+        let sock = self.dir.join(format!("{name}.sock"));
+        wait_for(&format!("{name}'s control socket"), Duration::from_secs(10), || sock.exists());
+        i
+    }
+
+    fn stop(&mut self, i: usize) {
+        let pid = self.children[i].1.id().to_string();
+        run(&["kill", "-TERM", &pid]).expect("kill");
+        let c = &mut self.children[i].1;
+        wait_for("a clean stop", Duration::from_secs(5), || c.try_wait().ok().flatten().is_some());
+    }
+
+    fn ctl(&self, name: &str, args: &[&str]) -> Result<String, String> {
+        let sock = self.dir.join(format!("{name}.sock"));
+        let mut a = vec![BIN, args[0], "--control", sock.to_str().unwrap_or_default()];
+        a.extend_from_slice(&args[1..]);
+        run(&a)
+    }
+
+    fn status(&self, name: &str, more: &[&str]) -> Value {
+        let mut args = vec!["status", "--json"];
+        args.extend_from_slice(more);
+        let out = self.ctl(name, &args).unwrap_or_else(|e| panic!("{e}"));
+        serde_json::from_str(&out).expect("status JSON")
+    }
+}
+
+fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ok() {
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `braid genkey` into `dir/name.key` (mode 600); returns the public key.
+fn genkey(dir: &Path, name: &str) -> String {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    let key = run(&[BIN, "genkey"]).unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.join(format!("{name}.key"));
+    std::fs::write(&path, &key).expect("key file");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let mut child =
+        Command::new(BIN).arg("pubkey").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("braid pubkey");
+    child.stdin.take().expect("stdin").write_all(key.as_bytes()).expect("write key");
+    let out = child.wait_with_output().expect("braid pubkey");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn client_config(dir: &Path, name: &str, server: &str, server_pub: &str, tun: &str, uplinks: &[&str]) {
+    let d = dir.display();
+    let mut text = format!(
+        "{server}\nprivate_key = \"{d}/{name}.key\"\nserver_public_key = \"{server_pub}\"\nrejoin_s = 2\n\
+         tun = {{ {tun} }}\ncontrol = \"{d}/{name}.sock\"\n"
+    );
+    for (i, u) in uplinks.iter().enumerate() {
+        text += &format!("[[uplink]]\nname = \"u{i}\"\ninterface = \"{u}\"\n");
+    }
+    std::fs::write(dir.join(format!("{name}.toml")), text).expect("client config");
+}
+
+fn server_config(dir: &Path, name: &str, listen: &str, tun: &str, peers: &[(&str, &str)], extra: &str) {
+    let d = dir.display();
+    let mut text = format!(
+        "listen = \"{listen}\"\nprivate_key = \"{d}/server.key\"\ntun = {{ {tun} }}\ncontrol = \"{d}/{name}.sock\"\n{extra}"
+    );
+    for (n, k) in peers {
+        text += &format!("[[peer]]\nname = \"{n}\"\npublic_key = \"{k}\"\n");
+    }
+    std::fs::write(dir.join(format!("{name}.toml")), text).expect("server config");
+}
+
+fn sessions(st: &Value) -> Vec<Value> {
+    st["sessions"].as_array().cloned().unwrap_or_default()
+}
+
+fn all_active(st: &Value, n: usize) -> bool {
+    let u = st["sessions"][0]["uplinks"].as_array().cloned().unwrap_or_default();
+    u.len() == n && u.iter().all(|l| l["state"] == "active" && l["present"] == true)
+}
+
+const RECEIVER6: &str = r#"
+import hashlib, socket
+s = socket.socket(socket.AF_INET6); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("fd77::1", 5001)); s.listen(1)
+c, peer = s.accept(); h = hashlib.sha256(); n = 0
+while True:
+    b = c.recv(65536)
+    if not b: break
+    h.update(b); n += len(b)
+print(n, h.hexdigest(), peer[0])
+"#;
+
+const SENDER6: &str = r#"
+import hashlib, random, socket, time
+data = random.Random(6).randbytes(8 * 1024 * 1024)
+c = socket.create_connection(("fd77::1", 5001), timeout=30)
+t0 = time.time(); c.sendall(data); c.shutdown(socket.SHUT_WR); c.recv(1); c.close()
+print(len(data), hashlib.sha256(data).hexdigest(), round(time.time() - t0, 2))
+"#;
+
+/// Two vehicles, IPv6 outside and dual-stack inside, per-vehicle control and metrics.
+#[test]
+fn ipv6_outer_and_tunnel_two_vehicles_per_vehicle_control() {
+    let Some(mut tb) = Testbed::new("ipv6", &["van", "lan"]) else { return };
+    // Two uplinks with IPv6 addresses only (nodad: usable at once); the server on fd00::1.
+    let (van, lan) = (tb.ns("van"), tb.ns("lan"));
+    for (i, (v, l)) in [("va0", "la0"), ("vb0", "lb0")].iter().enumerate() {
+        run(&["ip", "link", "add", v, "netns", &van, "type", "veth", "peer", l, "netns", &lan]).expect("veth");
+        tb.sh("van", &format!("ip -6 addr add fd0{}::2/64 dev {v} nodad && ip link set {v} up", i + 1));
+        tb.sh("lan", &format!("ip -6 addr add fd0{}::1/64 dev {l} nodad && ip link set {l} up", i + 1));
+    }
+    tb.sh("lan", "ip -6 addr add fd00::1/128 dev lo");
+    // The TUN devices' IPv6 addresses usable at once, as the veths' (no duplicate detection).
+    for ns in ["van", "lan"] {
+        tb.sh(ns, "sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0");
+    }
+    tb.sh("van", "ip -6 route add fd00::1 via fd01::1 dev va0 metric 10");
+    tb.sh("van", "ip -6 route add fd00::1 via fd02::1 dev vb0 metric 20");
+
+    let dir = tb.dir.clone();
+    let server_pub = genkey(&dir, "server");
+    let (k17, k18) = (genkey(&dir, "bus17"), genkey(&dir, "bus18"));
+    server_config(
+        &dir,
+        "server",
+        "[::]:7700",
+        "name = \"braid0\", address = [\"10.77.0.1/24\", \"fd77::1/64\"]",
+        &[("bus-17", &k17), ("bus-18", &k18)],
+        "metrics = \"[::1]:9478\"\n",
+    );
+    let server = "server = \"[fd00::1]:7700\"";
+    client_config(
+        &dir,
+        "bus17",
+        server,
+        &server_pub,
+        "name = \"braid0\", address = [\"10.77.0.2/24\", \"fd77::2/64\"]",
+        &["va0", "vb0"],
+    );
+    client_config(&dir, "bus18", server, &server_pub, "name = \"braid1\", address = \"fd77::18/128\"", &["va0"]);
+    tb.daemon("lan", "server", "server");
+    tb.daemon("van", "client", "bus17");
+    tb.daemon("van", "client", "bus18");
+    wait_for("bus-17's uplinks active", Duration::from_secs(15), || all_active(&tb.status("bus17", &[]), 2));
+    wait_for("bus-18's session", Duration::from_secs(15), || all_active(&tb.status("bus18", &[]), 1));
+
+    let ping6 = tb.sh("van", "ping -6 -c 5 -i 0.2 -W 2 fd77::1");
+    println!("ping6 inside the tunnel, IPv6 outside: {}", ping6.lines().last().unwrap_or(""));
+    assert!(ping6.contains(" 0% packet loss"), "{ping6}");
+    let ping4 = tb.sh("van", "ping -c 3 -i 0.2 -W 2 10.77.0.1");
+    assert!(ping4.contains(" 0% packet loss"), "IPv4 inside, IPv6 outside: {ping4}");
+    // The server side reaches the vehicle's IPv6 address too.
+    let back = tb.sh("lan", "ping -6 -c 3 -i 0.2 -W 2 fd77::2");
+    assert!(back.contains(" 0% packet loss"), "{back}");
+
+    let rx = tb.spawn("lan", &["python3", "-c", RECEIVER6], "receiver.out");
+    std::thread::sleep(Duration::from_millis(300));
+    let tx = tb.spawn("van", &["python3", "-c", SENDER6], "sender.out");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for i in [tx, rx] {
+        while tb.children[i].1.try_wait().expect("wait").is_none() {
+            assert!(Instant::now() < deadline, "the IPv6 transfer did not finish");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let sent = std::fs::read_to_string(dir.join("sender.out")).unwrap_or_default();
+    let got = std::fs::read_to_string(dir.join("receiver.out")).unwrap_or_default();
+    println!("TCP over IPv6 in the tunnel: sender {} receiver {}", sent.trim(), got.trim());
+    let s: Vec<&str> = sent.split_whitespace().collect();
+    let r: Vec<&str> = got.split_whitespace().collect();
+    assert!(s.len() >= 2 && r.len() >= 3 && s[..2] == r[..2], "transfer not byte-exact: {sent} vs {got}");
+    assert_eq!(r[2], "fd77::2", "the passenger's IPv6 source");
+
+    // The outer transport really was IPv6 on both uplinks.
+    let slog = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
+    for net in ["fd01::2", "fd02::2"] {
+        assert!(slog.contains(&format!("[{net}]:")), "no uplink from {net} in the server's log");
+    }
+
+    // Per vehicle: status and set.
+    let st = tb.status("server", &["--peer", "bus-17"]);
+    assert_eq!(sessions(&st).len(), 1, "{st}");
+    assert_eq!(st["sessions"][0]["peer"], "bus-17");
+    assert_eq!(sessions(&tb.status("server", &[])).len(), 2);
+    tb.ctl("server", &["set", "--peer", "bus-18", "recovery", "arq"]).unwrap_or_else(|e| panic!("{e}"));
+    let recovery = |tb: &Testbed, peer: &str| tb.status("server", &["--peer", peer])["sessions"][0]["recovery"].clone();
+    assert_eq!(recovery(&tb, "bus-18"), "arq");
+    assert_eq!(recovery(&tb, "bus-17"), "oec", "bus-17 untouched by a set for bus-18");
+    let e = tb.ctl("server", &["status", "--peer", "bus-99"]).unwrap_err();
+    assert!(e.contains("no vehicle \"bus-99\""), "{e}");
+    let e = tb.ctl("bus17", &["set", "--peer", "bus-17", "recovery", "arq"]).unwrap_err();
+    assert!(e.contains("client"), "{e}");
+    // bus-18 joins again (restart): its session is new, its setting stays.
+    let i18 = tb.children.iter().position(|(l, _)| l == "bus18.log").expect("bus-18");
+    tb.stop(i18);
+    let old = tb.status("server", &["--peer", "bus-18"])["sessions"][0]["id"].clone();
+    tb.daemon("van", "client", "bus18");
+    wait_for("bus-18's new session", Duration::from_secs(15), || {
+        let st = tb.status("server", &["--peer", "bus-18"]);
+        sessions(&st).len() == 1 && st["sessions"][0]["id"] != old
+    });
+    assert_eq!(recovery(&tb, "bus-18"), "arq", "a per-vehicle setting outlives the session");
+
+    // Prometheus, over IPv6 loopback, labelled by vehicle.
+    let metrics = tb.sh("lan", "curl -gs http://[::1]:9478/metrics");
+    assert!(metrics.contains("braid_build_info{version=\""), "{metrics}");
+    assert!(metrics.contains("braid_uplink_received_bytes_total{vehicle=\"bus-17\",uplink=\"link1\"}"), "{metrics}");
+    for v in ["bus-17", "bus-18"] {
+        assert!(
+            metrics.contains(&format!("braid_uplink_active{{vehicle=\"{v}\",uplink=\"link0\"}} 1")),
+            "{metrics}"
+        );
+    }
+    assert!(!metrics.contains("NaN"), "{metrics}");
+    for l in metrics.lines().filter(|l| l.contains("session=\"")) {
+        assert!(l.starts_with("braid_session_info{"), "only the info series carries the session id: {l}");
+    }
+}
+
+/// A vehicle with the servers ["fleet.test:7700", "192.0.2.2:7700"]: the name does not resolve
+/// at start (the client waits, saying so), then does; the first server is killed (the client
+/// moves to the second); the name moves to another address and the first server comes back
+/// there, the second is killed (the client looks the name up again and joins it).
+#[test]
+fn client_moves_to_the_next_server_and_looks_the_name_up_again() {
+    let Some(mut tb) = Testbed::new("failover", &["van", "lan", "lb"]) else { return };
+    let (van, lan, lb) = (tb.ns("van"), tb.ns("lan"), tb.ns("lb"));
+    // van -- lan (server A on 192.0.2.1 and .3) -- lb (server B on 192.0.2.2).
+    run(&["ip", "link", "add", "va0", "netns", &van, "type", "veth", "peer", "la0", "netns", &lan]).expect("veth");
+    run(&["ip", "link", "add", "lab", "netns", &lan, "type", "veth", "peer", "lba", "netns", &lb]).expect("veth");
+    tb.sh("van", "ip addr add 10.1.1.2/24 dev va0 && ip link set va0 up && ip route add default via 10.1.1.1");
+    tb.sh(
+        "lan",
+        "ip addr add 10.1.1.1/24 dev la0 && ip link set la0 up && ip addr add 10.2.1.1/24 dev lab && \
+         ip link set lab up && ip addr add 192.0.2.1/32 dev lo && ip addr add 192.0.2.3/32 dev lo && \
+         ip route add 192.0.2.2 via 10.2.1.2 && sysctl -qw net.ipv4.ip_forward=1",
+    );
+    tb.sh("lb", "ip addr add 10.2.1.2/24 dev lba && ip link set lba up && ip addr add 192.0.2.2/32 dev lo && ip route add default via 10.2.1.1");
+    // The vehicle's resolver: a hosts file of its own, and no name server but its loopback.
+    let etc = PathBuf::from(format!("/etc/netns/{van}"));
+    std::fs::create_dir_all(&etc).expect("/etc/netns");
+    std::fs::write(etc.join("hosts"), "127.0.0.1 localhost\n").expect("hosts");
+    std::fs::write(etc.join("resolv.conf"), "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n").expect("resolv");
+    let set_name = |addr: &str| {
+        std::fs::write(etc.join("hosts"), format!("127.0.0.1 localhost\n{addr} fleet.test\n")).expect("hosts")
+    };
+
+    let dir = tb.dir.clone();
+    let server_pub = genkey(&dir, "server");
+    let k = genkey(&dir, "bus17");
+    let tun = "name = \"braid0\", address = \"10.77.0.1/24\"";
+    server_config(&dir, "a", "0.0.0.0:7700", tun, &[("bus-17", &k)], "");
+    server_config(&dir, "b", "0.0.0.0:7700", tun, &[("bus-17", &k)], "");
+    client_config(
+        &dir,
+        "bus17",
+        "server = [\"fleet.test:7700\", \"192.0.2.2:7700\"]",
+        &server_pub,
+        "name = \"braid0\", address = \"10.77.0.2/24\"",
+        &["va0"],
+    );
+    let a = tb.daemon("lan", "server", "a");
+    tb.daemon("lb", "server", "b");
+    let client = tb.daemon("van", "client", "bus17");
+    let peer = |tb: &Testbed| -> Option<String> {
+        let st = tb.status("bus17", &[]);
+        all_active(&st, 1).then(|| st["sessions"][0]["peer"].as_str().unwrap_or_default().to_string())
+    };
+    // The name does not resolve yet: the client says so, stays up, and (trying the next entry)
+    // may join B meanwhile; what matters is that it neither exits nor stops trying.
+    wait_for("the failed lookup to be logged", Duration::from_secs(10), || {
+        std::fs::read_to_string(dir.join("bus17.log")).unwrap_or_default().contains("cannot look the server up")
+    });
+    assert!(tb.children[client].1.try_wait().expect("wait").is_none(), "the client exited on a failed lookup");
+    set_name("192.0.2.1");
+    let log = std::fs::read_to_string(dir.join("bus17.log")).unwrap_or_default();
+    println!("{}", log.lines().find(|l| l.contains("cannot look the server up")).unwrap_or_default());
+    let ping = |tb: &Testbed| tb.sh("van", "ping -c 3 -i 0.2 -W 2 10.77.0.1");
+
+    // Wherever it joined first, stop B if it is there so that it is on A, reached by name.
+    wait_for("a first session", Duration::from_secs(15), || peer(&tb).is_some());
+    let b = tb.children.iter().position(|(l, _)| l == "b.log").expect("b");
+    if peer(&tb).is_some_and(|p| p.starts_with("192.0.2.2")) {
+        tb.stop(b);
+        wait_for("the session on A", Duration::from_secs(20), || {
+            peer(&tb).is_some_and(|p| p.starts_with("fleet.test"))
+        });
+        tb.daemon("lb", "server", "b");
+    }
+    assert_eq!(peer(&tb).as_deref(), Some("fleet.test:7700 (192.0.2.1:7700)"));
+    assert!(ping(&tb).contains(" 0% packet loss"));
+
+    // A is killed: the client moves to B.
+    let t = Instant::now();
+    tb.stop(a);
+    wait_for("the session on B", Duration::from_secs(20), || peer(&tb).is_some_and(|p| p == "192.0.2.2:7700"));
+    let to_b = t.elapsed().as_secs_f64();
+    let p = ping(&tb);
+    println!("A killed: on B after {to_b:.1} s (rejoin_s = 2); {}", p.lines().last().unwrap_or(""));
+    assert!(p.contains(" 0% packet loss"), "{p}");
+
+    // The name moves to 192.0.2.3, where A comes back; B is killed: the client looks the name
+    // up again and joins A at its new address.
+    set_name("192.0.2.3");
+    let a = tb.daemon("lan", "server", "a");
+    let b = tb.children.iter().rposition(|(l, _)| l == "b.log").expect("b");
+    let t = Instant::now();
+    tb.stop(b);
+    wait_for("the session on A at its new address", Duration::from_secs(20), || {
+        peer(&tb).is_some_and(|p| p == "fleet.test:7700 (192.0.2.3:7700)")
+    });
+    let to_a = t.elapsed().as_secs_f64();
+    let p = ping(&tb);
+    println!("B killed: on A (name looked up again: 192.0.2.3) after {to_a:.1} s; {}", p.lines().last().unwrap_or(""));
+    assert!(p.contains(" 0% packet loss"), "{p}");
+    assert!(to_b < 10.0 && to_a < 10.0, "failover took {to_b:.1} s and {to_a:.1} s");
+    let _ = a;
+}
