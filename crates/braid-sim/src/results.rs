@@ -96,6 +96,9 @@ pub struct RunResult {
     pub cbr_jitter_ms: Option<f64>,
     /// Per link.
     pub links: Vec<LinkResult>,
+    /// Bulk workload over drive-by links: bytes delivered over the passes' potential (the integral
+    /// of the rate the model allows, paper 002 section 5); `None` without a drive-by link.
+    pub pass_share: Option<f64>,
     /// Datagrams pushed through the links (a measure of simulator work).
     pub datagrams: u64,
     /// Simulated seconds.
@@ -176,6 +179,8 @@ pub struct SchemeResult {
     pub cbr_jitter_ms: Option<f64>,
     /// Per-link figures averaged over runs (series from the first run).
     pub links: Vec<LinkResult>,
+    /// Mean over runs of [`RunResult::pass_share`].
+    pub pass_share: Option<f64>,
 }
 
 /// A whole simulation: every scheme (and sweep point).

@@ -167,6 +167,7 @@ pub fn aggregate(scheme: &str, sweep_value: Option<f64>, runs: &[&RunResult]) ->
         cbr_delay_ms: mean_opt(runs.iter().map(|r| r.cbr_delay_ms)),
         cbr_jitter_ms: mean_opt(runs.iter().map(|r| r.cbr_jitter_ms)),
         links,
+        pass_share: mean_opt(runs.iter().map(|r| r.pass_share)),
     }
 }
 

@@ -88,6 +88,8 @@ pub fn engine_scheme(s: &SchemeSpec) -> Result<(RecoveryKind, SchedulerKind), Si
 }
 
 struct SimLink {
+    /// The realised drive-by pass, if this is a drive-by link.
+    pass: Option<crate::link::DrivePass>,
     up: LinkModel<InFlight>,
     down: LinkModel<InFlight>,
     true_loss_down: f64,
@@ -208,11 +210,15 @@ impl<'a> World<'a> {
             .links
             .iter()
             .enumerate()
-            .map(|(i, l)| SimLink {
-                up: LinkModel::new(&l.up, seed.wrapping_mul(1_000_003).wrapping_add(2 * i as u64 + 1)),
-                down: LinkModel::new(&l.down, seed.wrapping_mul(1_000_003).wrapping_add(2 * i as u64 + 2)),
-                true_loss_down: l.down.loss.mean_loss(),
-                down_bytes_per_s: Vec::new(),
+            .map(|(i, l)| {
+                let r = l.for_run(seed, i, sc.duration);
+                SimLink {
+                    up: LinkModel::new(&r.up, seed.wrapping_mul(1_000_003).wrapping_add(2 * i as u64 + 1)),
+                    down: LinkModel::new(&r.down, seed.wrapping_mul(1_000_003).wrapping_add(2 * i as u64 + 2)),
+                    true_loss_down: r.down.loss.mean_loss(),
+                    down_bytes_per_s: Vec::new(),
+                    pass: r.pass,
+                }
             })
             .collect();
         let mtu = client.config().max_packet;
@@ -642,9 +648,22 @@ impl<'a> World<'a> {
             cbr_delay_ms: (self.cbr.received > 0).then(|| self.cbr.delay_sum_us / self.cbr.received as f64 / 1000.0),
             cbr_jitter_ms: (self.cbr.received > 1).then_some(self.cbr.jitter_us / 1000.0),
             links,
+            pass_share: self.pass_share(),
             datagrams: self.datagrams,
             simulated_s: duration_s,
         }
+    }
+}
+
+impl World<'_> {
+    /// Bulk bytes delivered over the drive-by links' potential (paper 002 section 5's "theoretical
+    /// potential": the integral of the rate the model allows over the run).
+    fn pass_share(&mut self) -> Option<f64> {
+        if !matches!(self.sc.workload, WorkloadSpec::Bulk { .. }) {
+            return None;
+        }
+        let potential: f64 = self.links.iter().filter_map(|l| l.pass.as_ref()).map(|p| p.potential_bytes()).sum();
+        (potential > 0.0).then(|| self.bulk_bytes() as f64 / potential)
     }
 }
 

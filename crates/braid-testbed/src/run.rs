@@ -222,6 +222,7 @@ fn run_one(
         cbr_delay_ms: None,
         cbr_jitter_ms: None,
         links: Vec::new(),
+        pass_share: None,
         datagrams: 0,
         simulated_s: duration.as_secs_f64(),
     };

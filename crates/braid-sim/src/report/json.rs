@@ -47,7 +47,7 @@ mod tests {
     use crate::report::fixture;
 
     /// Every SchemeResult field: the keys of DESIGN.md 6 and the rest of the struct.
-    const RESULT_KEYS: [&str; 30] = [
+    const RESULT_KEYS: [&str; 31] = [
         "scheme",
         "runs",
         "flows",
@@ -62,6 +62,7 @@ mod tests {
         "residual_loss",
         "aqm_drops",
         "overhead",
+        "pass_share",
         "coded_fraction",
         "recovered",
         "resent",

@@ -15,7 +15,7 @@ use super::{
     DEFAULT_QUEUE_KB, DEFAULT_RACK, DEFAULT_RUNS, DEFAULT_SACK, DEFAULT_SEED, Direction, LinkSpec, Scenario,
     ScenarioError, TcpSpec, WorkloadSpec,
 };
-use crate::link::{LinkDirSpec, LossSpec, Outage, RateSpec, Schedule, Trace};
+use crate::link::{DriveBy, LinkDirSpec, LossSpec, Outage, RateSpec, Schedule, Trace, Vehicle};
 use crate::workload::Dist;
 
 type Result<T> = std::result::Result<T, ScenarioError>;
@@ -110,6 +110,10 @@ pub(crate) fn scenario(ctx: &Ctx<'_, '_>, raw: RawScenario) -> Result<Scenario> 
         return Err(ctx.invalid(&root.key("runs"), "must be at least 1"));
     }
 
+    let vehicle = match raw.vehicle {
+        Some(v) => Some(vehicle(ctx, &root.key("vehicle"), v)?),
+        None => None,
+    };
     let loc = root.key("link");
     let raw_links = ctx.required(raw.link, &loc)?;
     if raw_links.is_empty() {
@@ -118,7 +122,7 @@ pub(crate) fn scenario(ctx: &Ctx<'_, '_>, raw: RawScenario) -> Result<Scenario> 
     let mut links = Vec::with_capacity(raw_links.len());
     let mut seen = HashSet::new();
     for (i, l) in raw_links.into_iter().enumerate() {
-        let link = link(ctx, &loc.elem(i, l.name.as_deref()), l)?;
+        let link = link(ctx, &loc.elem(i, l.name.as_deref()), l, vehicle)?;
         if !seen.insert(link.name.clone()) {
             let at = loc.elem(i, None).key("name");
             return Err(ctx.invalid(&at, format!("duplicate link name {:?}", link.name)));
@@ -160,26 +164,132 @@ pub(crate) fn scenario(ctx: &Ctx<'_, '_>, raw: RawScenario) -> Result<Scenario> 
         tcp,
         sweep: None,
         base_dir: ctx.base_dir.to_path_buf(),
+        vehicle,
     })
 }
 
-fn link(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawLink) -> Result<LinkSpec> {
+fn link(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawLink, vehicle: Option<Vehicle>) -> Result<LinkSpec> {
     let name = ctx.required(raw.name, &loc.key("name"))?;
     if name.trim().is_empty() {
         return Err(ctx.invalid(&loc.key("name"), "must not be empty"));
     }
+    let drive_by = match raw.drive_by {
+        Some(d) => {
+            let at = loc.key("drive_by");
+            let v = vehicle.ok_or_else(|| ctx.invalid(&at, "a drive-by link needs a [vehicle] table (speed_kmh)"))?;
+            Some(Arc::new(drive_by(ctx, &at, d, v)?))
+        }
+        None => None,
+    };
     let shared = outages(ctx, &loc.key("outages"), raw.outages)?;
-    let mut down = direction(ctx, &loc.key("down"), ctx.required(raw.down, &loc.key("down"))?)?;
-    let mut up = direction(ctx, &loc.key("up"), ctx.required(raw.up, &loc.key("up"))?)?;
+    let is_drive = drive_by.is_some();
+    let mut down = direction(ctx, &loc.key("down"), ctx.required(raw.down, &loc.key("down"))?, is_drive)?;
+    let mut up = direction(ctx, &loc.key("up"), ctx.required(raw.up, &loc.key("up"))?, is_drive)?;
     for dir in [&mut down, &mut up] {
         dir.outages.extend_from_slice(&shared);
         dir.outages.sort_by_key(|o| o.at);
     }
-    Ok(LinkSpec { name, down, up })
+    Ok(LinkSpec { name, down, up, drive_by })
 }
 
-fn direction(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawDir) -> Result<LinkDirSpec> {
+fn vehicle(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawVehicle) -> Result<Vehicle> {
+    let at = loc.key("speed_kmh");
+    let speed = ctx.positive(ctx.required(raw.speed_kmh, &at)?, &at)?;
+    let start_m = raw.start_m.unwrap_or(0.0);
+    if !start_m.is_finite() {
+        return Err(ctx.invalid(&loc.key("start_m"), format!("must be a finite number, found {start_m}")));
+    }
+    Ok(Vehicle { speed_mps: speed / 3.6, start_m })
+}
+
+/// `drive_by = {...}`: access points either listed (`aps_m`) or evenly spaced (`first_m`,
+/// `spacing_m`, `count`); the rest default to paper 002's setting ([`DriveBy::default`]).
+fn drive_by(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawDriveBy, vehicle: Vehicle) -> Result<DriveBy> {
+    let d = DriveBy::default();
+    let finite = |v: f64, key: &str| -> Result<f64> {
+        if v.is_finite() {
+            Ok(v)
+        } else {
+            Err(ctx.invalid(&loc.key(key), format!("must be a finite number, found {v}")))
+        }
+    };
+    let aps_m = match (raw.aps_m, raw.spacing_m) {
+        (Some(_), Some(_)) => {
+            return Err(ctx.invalid(&loc.key("spacing_m"), "give either aps_m or first_m/spacing_m/count, not both"));
+        }
+        (Some(list), None) => {
+            ctx.not_applicable(
+                loc,
+                "a list of access points (aps_m)",
+                &[("first_m", raw.first_m.is_some()), ("count", raw.count.is_some())],
+            )?;
+            if list.is_empty() {
+                return Err(ctx.invalid(&loc.key("aps_m"), "at least one access point position is required"));
+            }
+            let mut out = Vec::with_capacity(list.len());
+            for x in list {
+                out.push(finite(x, "aps_m")?);
+            }
+            out.sort_by(f64::total_cmp);
+            out
+        }
+        (None, Some(spacing)) => {
+            let spacing = ctx.positive(spacing, &loc.key("spacing_m"))?;
+            let first = finite(raw.first_m.unwrap_or(0.0), "first_m")?;
+            let at = loc.key("count");
+            let count = ctx.required(raw.count, &at)?;
+            if count == 0 || count > 10_000 {
+                return Err(ctx.invalid(&at, format!("must be within 1..=10000, found {count}")));
+            }
+            (0..count).map(|i| first + spacing * f64::from(i)).collect()
+        }
+        (None, None) => {
+            return Err(ctx.invalid(&loc.key("aps_m"), "missing: give aps_m (a list) or first_m, spacing_m and count"));
+        }
+    };
+    let range_m = ctx.positive(raw.range_m.unwrap_or(d.range_m), &loc.key("range_m"))?;
+    let edge_loss = ctx.probability(raw.edge_loss.unwrap_or(d.edge_loss), &loc.key("edge_loss"))?;
+    let production_loss =
+        ctx.probability(raw.production_loss.unwrap_or(d.production_loss), &loc.key("production_loss"))?;
+    let assoc_dbm = finite(raw.assoc_dbm.unwrap_or(d.assoc_dbm), "assoc_dbm")?;
+    if assoc_dbm < crate::link::driveby::MAC_RATES[0].sensitivity_dbm {
+        return Err(ctx.invalid(
+            &loc.key("assoc_dbm"),
+            format!("must be at least the slowest rate's sensitivity, -95 dBm, found {assoc_dbm}"),
+        ));
+    }
+    Ok(DriveBy {
+        vehicle,
+        aps_m,
+        offset_m: ctx.non_negative(raw.offset_m.unwrap_or(d.offset_m), &loc.key("offset_m"))?,
+        range_m,
+        path_loss_exp: ctx.positive(raw.path_loss_exp.unwrap_or(d.path_loss_exp), &loc.key("path_loss_exp"))?,
+        edge_loss,
+        production_loss,
+        assoc_dbm,
+        mgmt_timeout: ctx.duration(
+            raw.mgmt_timeout_s.unwrap_or(d.mgmt_timeout.as_secs_f64()),
+            1.0,
+            &loc.key("mgmt_timeout_s"),
+        )?,
+    })
+}
+
+fn direction(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawDir, drive_by: bool) -> Result<LinkDirSpec> {
+    if drive_by {
+        ctx.not_applicable(
+            loc,
+            "a drive-by link (its rate, loss and schedule follow the vehicle's position)",
+            &[
+                ("rate_kbps", raw.rate_kbps.is_some()),
+                ("trace", raw.trace.is_some()),
+                ("loss", raw.loss.is_some()),
+                ("schedule", raw.schedule.is_some()),
+            ],
+        )?;
+    }
     let rate = match (raw.rate_kbps, raw.trace) {
+        (None, None) if drive_by => RateSpec::Constant { kbps: 1.0 },
         (Some(_), Some(_)) => {
             return Err(ctx.invalid(&loc.key("trace"), "give either rate_kbps or trace, not both"));
         }

@@ -73,7 +73,7 @@ pub use error::ScenarioError;
 pub use scheme::{Peer, Recovery, SchedulerKind, SchemeKind, SchemeSpec, Weights};
 pub use sweep::Sweep;
 
-use crate::link::LinkDirSpec;
+use crate::link::{DriveBy, DrivePass, LinkDirSpec, Vehicle};
 use crate::workload::Dist;
 
 /// Runs per scheme when `runs` is not given.
@@ -118,6 +118,9 @@ pub struct Scenario {
     pub sweep: Option<Sweep>,
     /// The directory relative paths were resolved against.
     pub base_dir: PathBuf,
+    /// The vehicle's motion (`[vehicle]`), the position part of the clock; `None` when the
+    /// scenario has no drive-by link and gives none.
+    pub vehicle: Option<Vehicle>,
 }
 
 /// One `[[link]]`: an uplink, each direction modelled separately.
@@ -129,6 +132,35 @@ pub struct LinkSpec {
     pub down: LinkDirSpec,
     /// Vehicle to server.
     pub up: LinkDirSpec,
+    /// A drive-by WiFi link (`drive_by = {...}`): rate, loss and outages follow the vehicle's
+    /// position past access points, realised per run by [`LinkSpec::for_run`].
+    pub drive_by: Option<std::sync::Arc<DriveBy>>,
+}
+
+/// One run's view of a link: its two directions, and the drive-by pass they were made from.
+#[derive(Debug, Clone)]
+pub struct RunLink {
+    /// Vehicle to server.
+    pub up: LinkDirSpec,
+    /// Server to vehicle.
+    pub down: LinkDirSpec,
+    /// The realised pass of a drive-by link.
+    pub pass: Option<DrivePass>,
+}
+
+impl LinkSpec {
+    /// The link for one run of `duration`: as given, or, for a drive-by link, with the pass
+    /// realised for `seed` (association draws) and link number `index`. The simulator and the
+    /// testbed emulator derive the same seed, so both meet the same pass.
+    pub fn for_run(&self, seed: u64, index: usize, duration: Duration) -> RunLink {
+        match &self.drive_by {
+            None => RunLink { up: self.up.clone(), down: self.down.clone(), pass: None },
+            Some(d) => {
+                let pass = d.realise(seed.wrapping_mul(1_000_003).wrapping_add(2 * index as u64), duration);
+                RunLink { up: pass.apply(&self.up), down: pass.apply(&self.down), pass: Some(pass) }
+            }
+        }
+    }
 }
 
 names! {

@@ -17,6 +17,30 @@ pub(crate) struct RawScenario {
     pub scheme: Option<Vec<RawScheme>>,
     pub tcp: Option<RawTcp>,
     pub sweep: Option<RawSweep>,
+    pub vehicle: Option<RawVehicle>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawVehicle {
+    pub speed_kmh: Option<f64>,
+    pub start_m: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDriveBy {
+    pub aps_m: Option<Vec<f64>>,
+    pub first_m: Option<f64>,
+    pub spacing_m: Option<f64>,
+    pub count: Option<u32>,
+    pub offset_m: Option<f64>,
+    pub range_m: Option<f64>,
+    pub path_loss_exp: Option<f64>,
+    pub edge_loss: Option<f64>,
+    pub production_loss: Option<f64>,
+    pub assoc_dbm: Option<f64>,
+    pub mgmt_timeout_s: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -26,6 +50,7 @@ pub(crate) struct RawLink {
     pub down: Option<RawDir>,
     pub up: Option<RawDir>,
     pub outages: Option<Vec<RawOutage>>,
+    pub drive_by: Option<RawDriveBy>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -843,3 +843,55 @@ fn the_table2_bound_is_cases_1_to_5_without_their_losses() {
         assert_eq!((point.duration, point.tcp), (case.duration, case.tcp));
     }
 }
+
+/// A one-link drive-by scenario with `drive` as its `drive_by` table and `vehicle` as the vehicle.
+fn drive_by(vehicle: &str, drive: &str, down: &str) -> String {
+    format!(
+        "name = \"d\"\nduration_s = 58\n{vehicle}\n[[link]]\nname = \"wifi\"\ndrive_by = {drive}\ndown = {down}\nup = {{ delay_ms = 5 }}\n[workload]\nkind = \"bulk\"\n[[scheme]]\nname = \"x\"\nrecovery = \"arq\"\n"
+    )
+}
+
+#[test]
+fn drive_by_links_parse_with_the_paper_defaults() {
+    let v = "[vehicle]\nspeed_kmh = 80\nstart_m = -640";
+    let sc = parse(&drive_by(v, "{ aps_m = [0] }", "{ delay_ms = 5 }")).unwrap();
+    let d = sc.links[0].drive_by.as_ref().unwrap();
+    assert_eq!(d.aps_m, vec![0.0]);
+    assert_eq!(d.range_m, 640.0);
+    assert!((d.vehicle.speed_mps - 22.222).abs() < 1e-3);
+    assert_eq!(sc.vehicle.unwrap().start_m, -640.0);
+    let sc = parse(&drive_by(v, "{ first_m = 1000, spacing_m = 3000, count = 3 }", "{ delay_ms = 5 }")).unwrap();
+    assert_eq!(sc.links[0].drive_by.as_ref().unwrap().aps_m, vec![1000.0, 4000.0, 7000.0]);
+}
+
+#[test]
+fn drive_by_errors_name_key_and_line() {
+    let v = "[vehicle]\nspeed_kmh = 80";
+    assert_rejects(&drive_by("", "{ aps_m = [0] }", "{}"), "link.wifi.drive_by", "drive_by", "[vehicle]");
+    assert_rejects(
+        &drive_by(v, "{ aps_m = [0] }", "{ rate_kbps = 100 }"),
+        "link.wifi.down.rate_kbps",
+        "down =",
+        "drive-by",
+    );
+    assert_rejects(
+        &drive_by(v, "{ aps_m = [0], edge_loss = 2 }", "{}"),
+        "link.wifi.drive_by.edge_loss",
+        "drive_by",
+        "probability",
+    );
+    assert_rejects(&drive_by(v, "{ spacing_m = 100 }", "{}"), "link.wifi.drive_by.count", "drive_by", "missing");
+    assert_rejects(&drive_by(v, "{ range_m = 100 }", "{}"), "link.wifi.drive_by.aps_m", "drive_by", "aps_m");
+    assert_rejects(
+        &drive_by("[vehicle]\nspeed_kmh = -1", "{ aps_m = [0] }", "{}"),
+        "vehicle.speed_kmh",
+        "speed_kmh",
+        "> 0",
+    );
+    assert_rejects(
+        &drive_by(v, "{ aps_m = [0], colour = 1 }", "{}"),
+        "link.wifi.drive_by.colour",
+        "drive_by",
+        "unknown field",
+    );
+}

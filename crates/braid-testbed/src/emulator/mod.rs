@@ -54,6 +54,10 @@ impl Clock {
     }
 }
 
+/// How far ahead a drive-by link's pass is realised: longer than any testbed run. Within a run the
+/// pass is the simulator's for the same seed (realising further ahead changes nothing before).
+pub const DRIVE_BY_HORIZON: Duration = Duration::from_secs(4 * 3600);
+
 /// One uplink to emulate: its spec, the seed of its randomness, and its two TUN devices.
 pub struct EmulatedLink {
     /// The scenario's link (both directions).
@@ -116,8 +120,10 @@ impl Emulator {
                     wake: Condvar::new(),
                 })
             };
-            let up = new_dir(&l.spec.up, up_seed);
-            let down = new_dir(&l.spec.down, down_seed);
+            // A drive-by link is realised for the same seed and index as in the simulator.
+            let run = l.spec.for_run(l.seed, i, DRIVE_BY_HORIZON);
+            let up = new_dir(&run.up, up_seed);
+            let down = new_dir(&run.down, down_seed);
             let van = Arc::new(l.van);
             let lan = Arc::new(l.lan);
             van.set_nonblocking(true)?;
