@@ -3,6 +3,7 @@
 use super::{bps_to_kbps, tx_time_us};
 use crate::seq;
 use crate::time::Instant;
+use std::collections::VecDeque;
 use std::time::Duration;
 
 /// Loss EWMA gain per packet. PluriBus 5.1 only says "exponential average"; its Fig. 11(b) judges
@@ -61,6 +62,25 @@ const FLOOR_BUCKET: Duration = Duration::from_secs(5);
 /// a drained queue stops delaying hole reports within a fifth of a second.
 const PEAK_BUCKET: Duration = Duration::from_millis(100);
 
+/// The span over which the receiver measures the rate at which a link delivered, for the lower bound
+/// that raises its capacity estimate at once ([`RxEstimator::handle`]): long enough to hold tens of
+/// packets at the rates braid's uplinks have and to dwarf the few milliseconds by which a host's
+/// receive batching clumps arrivals, short enough that a sender's probe at a higher rate
+/// ([`super::TxLink`]'s capacity probing) fills one span within its 200 ms.
+pub const DELIVERY_WINDOW: Duration = Duration::from_millis(100);
+/// Packets a delivery span needs before its rate counts.
+const DELIVERY_MIN_PACKETS: usize = 8;
+/// A delivery rate raises the estimate only when it is this much above it: rates measured over
+/// 100 ms jitter by a few per cent, and raising on every upward jitter would ratchet the estimate
+/// up past the link's capacity.
+const DELIVERY_RAISE: f64 = 1.10;
+/// The capacity the sender's queue model assumes while the receiver has reported none
+/// ([`super::TxLink::capacity_bps`]): what a link must be measured to beat before its first
+/// estimate is taken from a receive rate. Before this floor, the trickle of probes and reports an
+/// idle link carries became its first estimate (53 kbit/s for a 20 Mbit/s veth), and the
+/// earliest-arrival scheduler then never sent it enough to find out more.
+pub const UNKNOWN_CAPACITY_BPS: f64 = 1e6;
+
 /// What the receiver learned from one datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RxSample {
@@ -89,6 +109,10 @@ pub struct RxEstimator {
     interval: Interval,
     streak: Vec<f64>,
     streak_above: bool,
+    /// Packets received in the last [`DELIVERY_WINDOW`]: arrival, send timestamp, bits.
+    delivered: VecDeque<(Instant, u32, u32)>,
+    /// Sum of the bits in `delivered`.
+    delivered_bits: u64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -128,6 +152,8 @@ impl RxEstimator {
             interval: Interval::default(),
             streak: Vec::with_capacity(CAPACITY_STREAK),
             streak_above: false,
+            delivered: VecDeque::new(),
+            delivered_bits: 0,
         }
     }
 
@@ -160,6 +186,7 @@ impl RxEstimator {
         let queued_us = self.standing_sample(now, timestamp);
         self.update_owd(now, timestamp, size);
         self.update_capacity(now, timestamp, size, newly_lost, queued_us);
+        self.update_delivery_rate(now, timestamp, size);
         self.last_arrival = Some(now);
         self.last_timestamp = timestamp;
         RxSample { link_seq, newly_lost }
@@ -192,6 +219,54 @@ impl RxEstimator {
         }
         *cur = cur.max(d);
         standing
+    }
+
+    /// The estimate the rules compare against: the current one, or what the sender assumes while
+    /// there is none.
+    fn reference_bps(&self) -> f64 {
+        if self.capacity_bps > 0.0 { self.capacity_bps } else { UNKNOWN_CAPACITY_BPS }
+    }
+
+    /// Raises the capacity estimate at once to the rate at which the link delivered over the last
+    /// [`DELIVERY_WINDOW`], when that is well above it. A link cannot deliver faster than its
+    /// capacity, so that rate (at most the rate the same packets were sent at, which cancels
+    /// receive-side clumping) is a lower bound, as BBR's delivery-rate samples are: it needs no
+    /// streak of intervals to be trusted. PluriBus 5.2 moves the estimate only after three
+    /// intervals in which the sender sent faster than it, and a sender that trusts a low estimate
+    /// never does, so an uplink estimated low stayed low (20 + 5 Mbit/s carried 4.95).
+    fn update_delivery_rate(&mut self, now: Instant, timestamp: u32, size: usize) {
+        let bits = (size as u32).saturating_mul(8);
+        self.delivered.push_back((now, timestamp, bits));
+        self.delivered_bits += u64::from(bits);
+        while let Some(&(t, _, b)) = self.delivered.front() {
+            if now - t <= DELIVERY_WINDOW {
+                break;
+            }
+            self.delivered.pop_front();
+            self.delivered_bits -= u64::from(b);
+        }
+        let Some(&(first_at, first_ts, first_bits)) = self.delivered.front() else { return };
+        let span_us = (now - first_at).as_micros() as f64;
+        if self.delivered.len() < DELIVERY_MIN_PACKETS || span_us < 0.8 * DELIVERY_WINDOW.as_micros() as f64 {
+            return;
+        }
+        // The first packet's own bits arrived before the span began.
+        let bits = (self.delivered_bits - u64::from(first_bits)) as f64;
+        let recv_bps = bits * 1e6 / span_us;
+        let send_us = f64::from(timestamp.wrapping_sub(first_ts));
+        let send_bps = if send_us > 0.0 && send_us < 1e7 { bits * 1e6 / send_us } else { f64::INFINITY };
+        let rate = recv_bps.min(send_bps);
+        if rate > DELIVERY_RAISE * self.reference_bps() {
+            tracing::debug!(
+                from_kbps = self.capacity_bps / 1e3,
+                to_kbps = rate / 1e3,
+                "capacity estimate raised by delivery rate"
+            );
+            self.capacity_bps = rate;
+            self.streak.clear();
+            // The interval under way measured the link at the old estimate's rules.
+            self.interval = Interval::default();
+        }
     }
 
     /// PluriBus 5.3: average `recv - send - size/capacity` over packets that likely met an empty
@@ -302,7 +377,8 @@ impl RxEstimator {
             // traffic): a measurement either way.
             (d, "dispersion")
         } else {
-            if send_bps < CAPACITY_QUALIFY * self.capacity_bps && send_bps < CAPACITY_OUTPACED * recv_bps && !standing {
+            let reference = self.reference_bps();
+            if send_bps < CAPACITY_QUALIFY * reference && send_bps < CAPACITY_OUTPACED * recv_bps && !standing {
                 return;
             }
             // Nothing queued for long enough to measure the drain rate: the receive rate then
@@ -311,7 +387,7 @@ impl RxEstimator {
             // upward probing by OEC) but never lower it; before this rule, every burst followed
             // by a pause within one interval pulled the estimate down, to a sixth of the true
             // capacity on the bus scenario without coding.
-            if recv_bps <= self.capacity_bps && !standing && send_bps < CAPACITY_OUTPACED * recv_bps {
+            if recv_bps <= reference && !standing && send_bps < CAPACITY_OUTPACED * recv_bps {
                 return;
             }
             let kind = if standing {
@@ -553,6 +629,31 @@ mod tests {
         feed(&mut e, 1000, 1250, 3_333, 1e6, 10_000, 0, |i| i % 5 == 0);
         let c = e.capacity_bps();
         assert!((c - 1e6).abs() < 0.08e6, "capacity {c}");
+    }
+
+    #[test]
+    fn an_idle_links_trickle_is_not_its_capacity() {
+        // Regression (bench-bond, 20 + 5 Mbit/s gave 4.95): an uplink with no configured capacity
+        // carried only probes and reports (here 100-byte packets every 20 ms, 40 kbit/s) before
+        // traffic started, and that trickle became its estimate.
+        let mut e = RxEstimator::new(0.0);
+        feed(&mut e, 200, 100, 20_000, 20e6, 1_000, 0, |_| false);
+        assert_eq!(e.capacity_bps(), 0.0, "a trickle is no measurement of a 20 Mbit/s link");
+    }
+
+    #[test]
+    fn a_delivery_rate_well_above_the_estimate_raises_it_at_once() {
+        // Estimate 1 Mbit/s; the sender probes at 2 Mbit/s for 200 ms through a 20 Mbit/s link:
+        // the link delivered 2 Mbit/s, a lower bound on its capacity, taken without three
+        // intervals' streak.
+        let mut e = RxEstimator::new(1e6);
+        feed(&mut e, 36, 1250, 5_000, 20e6, 1_000, 0, |_| false);
+        let c = e.capacity_bps();
+        assert!((c - 2e6).abs() < 0.1e6, "capacity {c}");
+        // Jitter of a few per cent never ratchets it up: 2.1 Mbit/s is within the margin.
+        let mut e = RxEstimator::new(2e6);
+        feed(&mut e, 100, 1250, 4_760, 20e6, 1_000, 0, |_| false);
+        assert_eq!(e.capacity_bps(), 2e6);
     }
 
     #[test]

@@ -51,6 +51,44 @@ pub const QUEUE_CORRECTION_MIN: Duration = Duration::from_millis(10);
 /// How long a minimum RTT sample stands ([`TxLink::min_rtt`]); BBR's min-RTT filter uses 10 s.
 pub const MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
 
+/// How long the sender sends into a link at a probing gain: two of the receiver's
+/// [`super::rx::DELIVERY_WINDOW`]s, so that one of them lies wholly inside the probe.
+pub const PROBE_LEN: Duration = Duration::from_millis(200);
+/// Between probes of a link whose last probe found nothing more: BBR's ProbeBW cycle probes once in
+/// eight round trips; braid's uplinks have round trips of 30-200 ms, and their capacity changes
+/// with the vehicle's position on the scale of seconds.
+pub const PROBE_PERIOD: Duration = Duration::from_secs(1);
+/// A link whose packets met a queue of at least this much lately (the peer's echoes), or whose
+/// modelled queue is that long, is not probed: it already carries all the estimate allows, data
+/// that the earliest-arrival rule sends beyond that raises the estimate by itself, and the peer
+/// measures its capacity from how fast a queue drains (PluriBus 5.2's dispersion). Probing it
+/// would only lengthen the queue every passenger waits in.
+pub const PROBE_MAX_QUEUE: Duration = Duration::from_millis(5);
+/// How soon a probe held back by a queue is tried again.
+const PROBE_RETRY: Duration = Duration::from_millis(250);
+/// The gain while a link's estimate keeps rising probe after probe (BBR's startup gain, 2/ln 2
+/// rounded down to a doubling): from the 1 Mbit/s assumed for an unknown link to 20 Mbit/s in
+/// five probes, about a second.
+pub const GROWTH_GAIN: f64 = 2.0;
+/// The gain of a routine probe (BBR ProbeBW's 5/4): a quarter more, for [`PROBE_LEN`], costs a
+/// link that is already full 50 ms of queue.
+pub const CRUISE_GAIN: f64 = 1.25;
+/// A probe succeeded when the peer's estimate rose by this factor while or shortly after it ran.
+const PROBE_SUCCESS: f64 = 1.1;
+
+/// Where a link's capacity probing is (BBR's ProbeBW up phase, with its startup's doubling while
+/// probes keep finding more).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum ProbePhase {
+    /// Not probing; the next probe is due at `next`.
+    Idle { next: Instant },
+    /// Sending at `gain` times the estimate until `until`; `base` is the estimate it started from.
+    Probing { until: Instant, gain: f64, base: f64 },
+    /// The probe ended; the peer's estimate may still rise until `until` (its measurement window and
+    /// report interval, plus a round trip).
+    Settling { until: Instant, base: f64 },
+}
+
 /// One datagram sent: its wire timestamp, when, and the queue the model predicted it would
 /// meet, µs, its own transmission included.
 #[derive(Debug, Clone, Copy)]
@@ -97,6 +135,11 @@ pub struct TxLink {
     pub since: Instant,
     sends: VecDeque<Sent>,
     corrected_at: Option<Instant>,
+    probe: ProbePhase,
+    /// The last probe raised the estimate: the next one follows at once, at [`GROWTH_GAIN`].
+    growing: bool,
+    /// The queue the newest echoed datagram met, µs (the peer's measurement).
+    echoed_queue_us: i64,
 }
 
 impl TxLink {
@@ -125,6 +168,11 @@ impl TxLink {
             since: now,
             sends: VecDeque::new(),
             corrected_at: None,
+            probe: ProbePhase::Idle { next: now },
+            // A link whose capacity nobody configured starts as BBR does, doubling; one with a
+            // configured figure is only checked now and then.
+            growing: bootstrap_bps <= 0.0,
+            echoed_queue_us: 0,
         }
     }
 
@@ -137,6 +185,66 @@ impl TxLink {
             self.bootstrap_bps
         } else {
             1e6
+        }
+    }
+
+    /// Whether a capacity probe is running (the session fills the link with coded packets then,
+    /// whatever the recovery scheme). It ends at [`Self::probe_timeout`].
+    pub fn is_probing(&self) -> bool {
+        matches!(self.probe, ProbePhase::Probing { .. })
+    }
+
+    /// When the probe state next changes by itself: a running probe's or settling's end, or the
+    /// next probe when `wanted`.
+    pub fn probe_timeout(&self, wanted: bool) -> Option<Instant> {
+        match self.probe {
+            ProbePhase::Idle { next } => (wanted && self.state == LinkState::Active).then_some(next),
+            ProbePhase::Probing { until, .. } | ProbePhase::Settling { until, .. } => Some(until),
+        }
+    }
+
+    /// Advances capacity probing at `now` (BBR's ProbeBW and startup, on the peer's estimate):
+    /// while `wanted` (traffic the links may need to carry) and no probe ran for
+    /// [`PROBE_PERIOD`], or at once after a probe that raised the estimate, the link is probed for
+    /// [`PROBE_LEN`] at [`GROWTH_GAIN`] (estimate rising) or [`CRUISE_GAIN`].
+    pub fn handle_probe_timer(&mut self, now: Instant, wanted: bool) {
+        let settle = PROBE_LEN + self.srtt.unwrap_or(Duration::from_millis(100)).min(Duration::from_millis(500));
+        match self.probe {
+            ProbePhase::Probing { until, base, .. } if now >= until => {
+                self.probe = ProbePhase::Settling { until: now + settle, base };
+            }
+            ProbePhase::Settling { until, .. } if now >= until => {
+                // Nothing more was found: probe again only after a while, gently.
+                self.growing = false;
+                self.probe = ProbePhase::Idle { next: now + PROBE_PERIOD };
+            }
+            ProbePhase::Idle { next } if now >= next && wanted && self.state == LinkState::Active => {
+                let full = PROBE_MAX_QUEUE.as_micros() as f64;
+                if self.echoed_queue_us as f64 >= full || self.queue_left_us(now) > full {
+                    self.probe = ProbePhase::Idle { next: now + PROBE_RETRY };
+                    return;
+                }
+                let gain = if self.growing { GROWTH_GAIN } else { CRUISE_GAIN };
+                self.probe = ProbePhase::Probing { until: now + PROBE_LEN, gain, base: self.capacity_bps() };
+            }
+            _ => {}
+        }
+    }
+
+    /// The peer's estimate moved to `bps` at `now`: a rise during or just after a probe is its
+    /// success, and the next probe follows at once at [`GROWTH_GAIN`].
+    fn on_capacity_report(&mut self, now: Instant, bps: f64) {
+        match self.probe {
+            ProbePhase::Probing { until, base, .. } if bps >= PROBE_SUCCESS * base => {
+                self.growing = true;
+                // Keep probing from the new estimate, at the growth gain.
+                self.probe = ProbePhase::Probing { until: until.max(now + PROBE_LEN), gain: GROWTH_GAIN, base: bps };
+            }
+            ProbePhase::Settling { base, .. } if bps >= PROBE_SUCCESS * base => {
+                self.growing = true;
+                self.probe = ProbePhase::Idle { next: now };
+            }
+            _ => {}
         }
     }
 
@@ -192,7 +300,25 @@ impl TxLink {
     /// Records a send: `Q <- max(0, Q - elapsed) + size / capacity` (PluriBus 5.2, as meant) and
     /// returns the per-link sequence number to use.
     pub fn on_send(&mut self, now: Instant, size: usize) -> u64 {
-        self.queue_us = self.queue_left_us(now) + tx_time_us(size, self.capacity_bps());
+        self.on_send_at(now, size, self.capacity_bps())
+    }
+
+    /// Records a coded packet sent into spare capacity: while a capacity probe runs, it takes
+    /// `size / (gain x capacity)` of the modelled queue, so the link has room again that much
+    /// sooner and the coders fill it at gain times the estimate (BBR's pacing gain, applied to
+    /// the packets that only repair). Data is still modelled at the estimate, so where the link
+    /// is no faster the model is short by what the probe overfilled; the peer's echoes show that
+    /// queue ([`Self::check_queue`]), which ends the probe and corrects the model.
+    pub fn on_send_spare(&mut self, now: Instant, size: usize) -> u64 {
+        let rate = match self.probe {
+            ProbePhase::Probing { gain, .. } => self.capacity_bps() * gain,
+            _ => self.capacity_bps(),
+        };
+        self.on_send_at(now, size, rate)
+    }
+
+    fn on_send_at(&mut self, now: Instant, size: usize, rate_bps: f64) -> u64 {
+        self.queue_us = self.queue_left_us(now) + tx_time_us(size, rate_bps);
         self.queue_at = now;
         if self.sends.len() == SEND_LOG {
             self.sends.pop_front();
@@ -224,6 +350,7 @@ impl TxLink {
     /// carry the error already added.
     pub fn check_queue(&mut self, now: Instant, echo_ts: u32, measured_us: i64) -> bool {
         let Some(sent) = self.sends.iter().rev().find(|s| s.wire_ts == echo_ts).copied() else { return false };
+        self.echoed_queue_us = measured_us;
         if self.corrected_at.is_some_and(|c| sent.at <= c) {
             return false;
         }
@@ -234,13 +361,27 @@ impl TxLink {
         self.queue_us = self.queue_left_us(now) + error;
         self.queue_at = now;
         self.corrected_at = self.last_send.or(Some(now));
+        // A queue beyond the model's while probing: the link has no more to give. Stop at once,
+        // before the modem's buffer overflows (BBR leaves startup when the pipe is full).
+        if let ProbePhase::Probing { .. } | ProbePhase::Settling { .. } = self.probe {
+            self.growing = false;
+            self.probe = ProbePhase::Idle { next: now + PROBE_PERIOD };
+        }
         true
     }
 
-    /// Applies the peer's report of this link: capacity (kbit/s, 0 = none), loss, d + δ.
-    pub fn on_report(&mut self, capacity_kbps: u32, loss: f64, owd_us: Option<u32>) {
+    /// Applies the peer's report of this link at `now`: capacity (kbit/s, 0 = none), loss, d + δ.
+    pub fn on_report(&mut self, now: Instant, capacity_kbps: u32, loss: f64, owd_us: Option<u32>) {
         if capacity_kbps > 0 {
-            self.capacity_bps = f64::from(capacity_kbps) * 1000.0;
+            let (old, new) = (self.capacity_bps(), f64::from(capacity_kbps) * 1000.0);
+            if new > old {
+                // What waits in the queue drains at the higher rate: without this, a link whose
+                // estimate just doubled still looked as full as at the old rate.
+                self.queue_us = self.queue_left_us(now) * old / new;
+                self.queue_at = now;
+            }
+            self.capacity_bps = new;
+            self.on_capacity_report(now, new);
         }
         self.loss = loss.clamp(0.0, 1.0);
         if owd_us.is_some() {
@@ -392,7 +533,7 @@ mod tests {
         // above a few Gbit/s) made one packet's transmission time round to 0 µs, so the link
         // looked idle after every send and opportunistic coding never stopped at that instant.
         let mut l = link();
-        l.on_report(u32::MAX, 0.0, None);
+        l.on_report(Instant::ZERO, u32::MAX, 0.0, None);
         let t0 = Instant::from_millis(10);
         assert!(l.queue_is_empty(t0));
         l.on_send(t0, 100);
@@ -401,7 +542,7 @@ mod tests {
         assert!(l.queue_is_empty(t0 + Duration::from_micros(1)));
         // Sub-microsecond sends accumulate rather than being rounded away one by one.
         let mut m = link();
-        m.on_report(10_000_000, 0.0, None); // 10 Gbit/s: 1250 bytes take 1 µs
+        m.on_report(Instant::ZERO, 10_000_000, 0.0, None); // 10 Gbit/s: 1250 bytes take 1 µs
         for _ in 0..10 {
             m.on_send(t0, 625);
         }
@@ -412,8 +553,8 @@ mod tests {
     fn arrival_estimate_adds_queue_transmission_and_relative_delay() {
         let mut a = link();
         let mut b = link();
-        a.on_report(1000, 0.0, Some(u32::MAX - 10_000)); // wraps: must compare as i32
-        b.on_report(1000, 0.0, Some(u32::MAX.wrapping_add(60_000)));
+        a.on_report(Instant::ZERO, 1000, 0.0, Some(u32::MAX - 10_000)); // wraps: must compare as i32
+        b.on_report(Instant::ZERO, 1000, 0.0, Some(u32::MAX.wrapping_add(60_000)));
         let now = Instant::from_millis(1);
         assert_eq!(a.arrival_us(now, 1250, u32::MAX - 10_000), 10_000);
         assert_eq!(b.arrival_us(now, 1250, u32::MAX - 10_000), 10_000 + 70_000);
@@ -425,9 +566,9 @@ mod tests {
         assert_eq!(l.capacity_bps(), 1e6);
         let mut l = TxLink::new(LinkId(1), None, 2e5, LinkState::Probing, Instant::ZERO);
         assert_eq!(l.capacity_bps(), 2e5);
-        l.on_report(0, 0.1, None);
+        l.on_report(Instant::ZERO, 0, 0.1, None);
         assert_eq!(l.capacity_bps(), 2e5);
-        l.on_report(300, 0.1, None);
+        l.on_report(Instant::ZERO, 300, 0.1, None);
         assert_eq!(l.capacity_bps(), 3e5);
     }
 

@@ -32,6 +32,9 @@ use std::time::Duration;
 /// while it has received anything within this long of the freshest link (after that its queue
 /// is judged drained).
 const DATA_RECENT: Duration = Duration::from_secs(1);
+/// Links are probed for capacity until this long after new data last met a queue: a probe once
+/// the load has gone only delays what is left (a repair behind 200 ms of probe packets).
+const PROBE_WANTED_FOR: Duration = Duration::from_millis(300);
 
 /// The session's timers (DESIGN.md 2; quinn-proto `connection/timer.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +57,8 @@ pub enum Timer {
     Keepalive(LinkId),
     /// A link's estimated queue empties: room for an opportunistic coded packet.
     Opportunity(LinkId),
+    /// A link's capacity probe starts, ends or settles ([`crate::link::TxLink::handle_probe_timer`]).
+    CapacityProbe(LinkId),
     /// The loss-recovery scheme has something time-driven to do (a fountain block closes).
     Recovery,
 }
@@ -185,6 +190,11 @@ pub struct Session {
     /// first has a full queue ([`crate::aqm::AqmConfig::link_queue_limit`]).
     data_wait_until: Option<Instant>,
     codel: Codel,
+    /// When new data last met a queue on its link: links are probed for capacity while the load
+    /// may need more than their estimates.
+    last_loaded: Option<Instant>,
+    /// The sequence number the next capacity-probe copy repeats (see `send.rs`).
+    probe_cursor: u64,
     resends: VecDeque<(u64, Option<LinkId>)>,
     recovery: Box<dyn RecoverySender>,
     encoders: Vec<(CodeKind, Box<dyn Encoder>)>,
@@ -241,6 +251,8 @@ impl Session {
             pending_data: PendingData::default(),
             data_wait_until: None,
             codel: Codel::default(),
+            last_loaded: None,
+            probe_cursor: 0,
             resends: VecDeque::new(),
             peer_cum_ack: 0,
             nack: NackTracker::default(),
@@ -488,8 +500,15 @@ impl Session {
         if let Some(t) = self.recovery.poll_timeout().filter(|_| can_send) {
             out.push((Timer::Recovery, t));
         }
-        if self.recovery.wants_opportunity() {
-            for s in self.usable_slots() {
+        let wanted = self.probing_wanted();
+        let opportunistic = self.recovery.wants_opportunity();
+        let material = self.probe_material();
+        for s in self.usable_slots() {
+            if let Some(t) = s.tx.probe_timeout(wanted) {
+                out.push((Timer::CapacityProbe(s.tx.id), t));
+            }
+            // A probing link is filled with coded packets whatever the scheme.
+            if opportunistic || (material && s.tx.is_probing()) {
                 out.push((Timer::Opportunity(s.tx.id), s.tx.queue_drained_at()));
             }
         }
@@ -500,6 +519,7 @@ impl Session {
     pub fn handle_timeout(&mut self, now: Instant) {
         self.reorder.handle_timeout(now);
         self.check_links(now);
+        self.advance_probes(now);
         if self.peer_wants_nacks {
             let holes: Vec<u64> = self.reorder.holes().take(4096).collect();
             let lost_below = self.known_lost_below();
@@ -510,6 +530,27 @@ impl Session {
                 if !self.pending_nacks.contains(&s) {
                     self.pending_nacks.push(s);
                 }
+            }
+        }
+    }
+
+    /// Whether the links' capacity should be probed: in the last moments, new data met a queue on
+    /// the link that delivered it first, or waited in braid for one. A tunnel whose load fits the
+    /// estimates sends nothing for it (a metered uplink pays for probes, and a probe's queue
+    /// delays everyone's packets).
+    pub(crate) fn probing_wanted(&self) -> bool {
+        self.last_loaded.is_some() || self.data_wait_until.is_some()
+    }
+
+    /// Moves every usable link's capacity probing on ([`crate::link::TxLink::handle_probe_timer`]).
+    pub(crate) fn advance_probes(&mut self, now: Instant) {
+        if self.last_loaded.is_some_and(|t| now.saturating_duration_since(t) > PROBE_WANTED_FOR) {
+            self.last_loaded = None;
+        }
+        let wanted = self.probing_wanted();
+        for s in &mut self.links {
+            if s.tx.remote.is_some() {
+                s.tx.handle_probe_timer(now, wanted);
             }
         }
     }

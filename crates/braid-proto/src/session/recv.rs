@@ -194,7 +194,7 @@ impl Session {
         self.on_cum_ack(now, f.cum_ack);
         for r in &f.links {
             let Some(slot) = self.slot_mut(r.link) else { continue };
-            slot.tx.on_report(r.capacity_kbps, r.loss_rate(), Some(r.owd_us));
+            slot.tx.on_report(now, r.capacity_kbps, r.loss_rate(), Some(r.owd_us));
             // The echoed datagram reached the peer `echo_delay` before this report left (the
             // peer's clock); less our send time, that is its one-way delay plus the clocks'
             // offset, and less the empty-queue delay the peer measures with the same offset

@@ -22,6 +22,13 @@ use bytes::Bytes;
 /// can make braid hold.
 const MAX_DATA_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
+/// New data that meets more than this queue on its link marks the session as loaded, and links are
+/// probed for capacity for a moment after ([`Session::probing_wanted`]).
+const PROBE_LOAD_QUEUE: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// Capacity-probe copies rotate over this many of the newest data packets.
+const PROBE_COPIES: u64 = 32;
+
 /// The least share of the links' summed capacity a slower link must add before braid holds
 /// packets for its delay ([`Session::equalized_delay_us`]).
 const EQUALIZE_MIN_SHARE: f64 = 0.1;
@@ -49,6 +56,7 @@ impl Session {
         if buf.len() < self.min_transmit_buffer() {
             return None;
         }
+        self.advance_probes(now);
         if let Some(t) = self.poll_probe(now, buf) {
             return Some(t);
         }
@@ -113,18 +121,57 @@ impl Session {
                 return Some(t);
             }
         }
-        if self.recovery.wants_opportunity() {
-            let empty: Vec<(LinkId, f64)> =
-                self.usable_slots().filter(|s| s.tx.queue_is_empty(now)).map(|s| (s.tx.id, s.tx.loss())).collect();
-            for (id, loss) in empty {
-                if let Some((kind, cov)) = self.recovery.poll_opportunistic(now, id, loss)
-                    && let Some(t) = self.send_coded(now, buf, kind, &cov, Some(id))
-                {
-                    return Some(t);
-                }
+        let opportunistic = self.recovery.wants_opportunity();
+        let empty: Vec<(LinkId, f64, bool)> = self
+            .usable_slots()
+            .filter(|s| (opportunistic || s.tx.is_probing()) && s.tx.queue_is_empty(now))
+            .map(|s| (s.tx.id, s.tx.loss(), s.tx.is_probing()))
+            .collect();
+        for (id, loss, probing) in empty {
+            if opportunistic
+                && let Some((kind, cov)) = self.recovery.poll_opportunistic(now, id, loss)
+                && let Some(t) = self.send_coded(now, buf, kind, &cov, Some(id))
+            {
+                return Some(t);
+            }
+            if probing
+                && let Some(cov) = self.probe_coverage()
+                && let Some(t) = self.send_coded(now, buf, CodeKind::Xor, &cov, Some(id))
+            {
+                return Some(t);
             }
         }
         None
+    }
+
+    /// The data packets capacity-probe copies are drawn from: the newest [`PROBE_COPIES`] sent and
+    /// not yet acknowledged.
+    fn probe_range(&self) -> (u64, u64) {
+        let end = self.next_seq;
+        (end.saturating_sub(PROBE_COPIES).max(self.sent.base()).max(self.peer_cum_ack), end)
+    }
+
+    /// Whether there is anything a capacity probe could carry.
+    pub(crate) fn probe_material(&self) -> bool {
+        let (start, end) = self.probe_range();
+        start < end
+    }
+
+    /// What a capacity-probe packet carries when the recovery scheme has no coded packet to give:
+    /// a copy of one of the last [`PROBE_COPIES`] data packets sent, in turn, so the probe's bytes
+    /// still repair a loss if one happened. Probe packets are coded packets like any other, so
+    /// whatever bounds coding on a link bounds them too.
+    fn probe_coverage(&mut self) -> Option<Coverage> {
+        let (start, end) = self.probe_range();
+        if start >= end {
+            return None;
+        }
+        if self.probe_cursor < start || self.probe_cursor >= end {
+            self.probe_cursor = start;
+        }
+        let seq = self.probe_cursor;
+        self.probe_cursor += 1;
+        Some(Coverage::all(seq, 1))
     }
 
     /// Writes the header for a datagram of `body_len` body bytes on `link`, accounting for it in
@@ -141,7 +188,11 @@ impl Session {
         let session = self.cfg.session_id;
         let slot = self.slot_mut(link)?;
         let size = HEADER_LEN + body_len;
-        let link_seq = slot.tx.on_send(now, size + OUTER_OVERHEAD);
+        let link_seq = if ptype == PacketType::Coded {
+            slot.tx.on_send_spare(now, size + OUTER_OVERHEAD)
+        } else {
+            slot.tx.on_send(now, size + OUTER_OVERHEAD)
+        };
         slot.counters.datagrams_sent += 1;
         slot.counters.bytes_sent += size as u64;
         let h =
@@ -345,6 +396,13 @@ impl Session {
         } else {
             self.stats.data_sent += 1;
             self.stats.payload_bytes_sent += packet.len() as u64;
+            // Data that meets a queue on the link that delivers it first: the load needs every
+            // link's capacity, so the links are probed for more (a packet that meets one coded
+            // packet ahead of it, or a short burst, does not count).
+            let tx = self.slot_mut(link).map_or(std::time::Duration::ZERO, |s| s.tx.tx_time(size + OUTER_OVERHEAD));
+            if queued > PROBE_LOAD_QUEUE.max(tx * 4) {
+                self.last_loaded = Some(now);
+            }
             if let Some(st) = self.sent.get_mut(seq) {
                 st.meta = SentMeta { link, dequeued_at: now + queued, resent_at: None };
             }

@@ -58,15 +58,22 @@ pub fn addr(s: &str) -> SocketAddr {
 }
 
 impl Pair {
-    /// Links given as (one-way delay ms, rate kbit/s).
+    /// Links given as (one-way delay ms, rate kbit/s), each session told its rates.
     pub fn new(links: &[(u64, f64)], cfg: impl Fn(Role) -> SessionConfig) -> Self {
+        Self::with_bootstrap(links, cfg, true)
+    }
+
+    /// As [`Pair::new`]; with `bootstrap` false the sessions are not told the links' rates (a
+    /// daemon whose `[[uplink]]`s give no `up_kbps` / `down_kbps`).
+    pub fn with_bootstrap(links: &[(u64, f64)], cfg: impl Fn(Role) -> SessionConfig, bootstrap: bool) -> Self {
+        let hint = if bootstrap { 1000.0 } else { 0.0 };
         let server_addr = addr("192.0.2.1:7700");
         let client_addrs: Vec<SocketAddr> =
             (0..links.len()).map(|i| addr(&format!("198.51.100.{}:5000", i + 1))).collect();
         let lc: Vec<LinkConfig> = links
             .iter()
             .enumerate()
-            .map(|(i, &(_, kbps))| LinkConfig::new(LinkId(i as u8), Some(server_addr), kbps * 1000.0, kbps * 1000.0))
+            .map(|(i, &(_, kbps))| LinkConfig::new(LinkId(i as u8), Some(server_addr), kbps * hint, kbps * hint))
             .collect();
         let server_offset = Duration::from_secs(3600);
         Pair {

@@ -542,7 +542,12 @@ fn a_hole_both_links_have_passed_is_reported_without_waiting_out_their_queues() 
     let took = delivered.expect("the lost packet was re-sent") - sent.unwrap();
     // Its queue and 100 ms down, the report 100 ms up, the resend behind the queue and 100 ms down
     // again: 561 ms. With the report held for the delay spread, 816 ms.
-    assert!(took < Duration::from_millis(650), "lost packet took {took:?} to arrive through its resend");
+    assert!(
+        took < Duration::from_millis(650),
+        "lost packet took {took:?} to arrive through its resend; {:?} {:?}",
+        p.server.stats(),
+        p.server.link_status(p.now)
+    );
 }
 
 /// FMTCP Table II case 8's paths (100 ms and 500 ms one way, 10 Mbit/s each) with the AQM on and
