@@ -3,11 +3,12 @@
 //! ```text
 //! {"cmd":"status"}
 //! {"cmd":"set_weight","link":"lte1","weight":3}
-//! {"cmd":"set_recovery","name":"fec10"}
+//! {"cmd":"set_recovery","name":"fec:10"}
 //! {"cmd":"set_scheduler","name":"round-robin"}
 //! ```
 
 use super::Input;
+use super::config::{Recovery, Scheduler};
 use super::status::DaemonStatus;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -32,13 +33,13 @@ pub enum Request {
     },
     /// Switches the loss-recovery scheme of every session.
     SetRecovery {
-        /// `RecoveryKind` name.
-        name: String,
+        /// The scheme, parsed as in config files ([`braid_proto::scheme`]).
+        name: Recovery,
     },
     /// Switches the scheduler of every session.
     SetScheduler {
-        /// `SchedulerKind` name.
-        name: String,
+        /// The scheduler, parsed as in config files.
+        name: Scheduler,
     },
 }
 

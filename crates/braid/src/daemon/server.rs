@@ -19,7 +19,7 @@ use braid_proto::crypto::{
     unknown_session_hint,
 };
 use braid_proto::wire::{Header, PacketType};
-use braid_proto::{RecoveryKind, Role, SchedulerKind, Session, SessionConfig};
+use braid_proto::{Role, Session, SessionConfig};
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
@@ -475,22 +475,16 @@ impl Server {
                     .count();
                 if hits == 0 { Response::err(format!("no session has link {n}")) } else { Response::ok() }
             }
-            Request::SetRecovery { name } => match name.parse::<RecoveryKind>() {
-                Ok(k) => {
-                    self.cfg.session.recovery = Some(super::config::Recovery(k));
-                    self.sessions.values_mut().for_each(|v| v.session.set_recovery(k));
-                    Response::ok()
-                }
-                Err(e) => Response::err(e),
-            },
-            Request::SetScheduler { name } => match name.parse::<SchedulerKind>() {
-                Ok(k) => {
-                    self.cfg.session.scheduler = Some(super::config::Scheduler(k));
-                    self.sessions.values_mut().for_each(|v| v.session.set_scheduler(k));
-                    Response::ok()
-                }
-                Err(e) => Response::err(e),
-            },
+            Request::SetRecovery { name } => {
+                self.cfg.session.recovery = Some(name);
+                self.sessions.values_mut().for_each(|v| v.session.set_recovery(name.0));
+                Response::ok()
+            }
+            Request::SetScheduler { name } => {
+                self.cfg.session.scheduler = Some(name);
+                self.sessions.values_mut().for_each(|v| v.session.set_scheduler(name.0));
+                Response::ok()
+            }
         }
     }
 
