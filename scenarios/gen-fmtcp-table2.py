@@ -34,13 +34,13 @@ BRAID_SCHEMES = [
     ("rlnc-aqm", 'recovery = "rlnc"\nscheduler = "min-delay"\naqm = true', "RLNC with CoDel at braid's ingress"),
     (
         "oec-wrr-aqm",
-        'recovery = "oec"\nscheduler = "wrr"\nweights = "auto"\naqm = true',
+        'recovery = "oec"\nscheduler = "wrr:auto"\naqm = true',
         "OEC, NATALIE's auto weights (lossy or far paths get little data), CoDel",
     ),
     ("oec-eat", 'recovery = "oec"\nscheduler = "eat"', "OEC with FMTCP's EAT link choice"),
     (
         "rlnc-aqm-ahead",
-        'recovery = "rlnc"\nfec_percent = 2\nscheduler = "min-delay"\naqm = true',
+        'recovery = "rlnc:2"\nscheduler = "min-delay"\naqm = true',
         "RLNC with CoDel, and 2 coded packets per 100 data packets sent ahead of any report",
     ),
 ]

@@ -24,7 +24,14 @@ if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
 fi
 echo "testbed-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# Debian starts a package's service (nginx's) as it installs it; the testbed runs its own nginx in
+# a namespace and needs none. Rather than stopping a service afterwards, which might be the
+# host's own, tell the packages not to start any (policy-rc.d exit 101, "action forbidden") for
+# the length of the install, unless the host already has a policy of its own.
+policy=/usr/sbin/policy-rc.d
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy"
+  trap 'rm -f "$policy"' EXIT
+fi
 apt-get install -y -q "${missing[@]}" >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q "${missing[@]}" >/dev/null; }
-# Where Debian starts nginx as a system service on install, stop it: the testbed runs its own.
-command -v systemctl >/dev/null && systemctl disable --now nginx >/dev/null 2>&1 || true
-echo "testbed-deps: installed"
+echo "testbed-deps: installed (no service was started or stopped)"

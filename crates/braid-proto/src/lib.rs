@@ -10,6 +10,7 @@ pub mod link;
 pub mod recovery;
 pub mod reorder;
 pub mod scheduler;
+pub mod scheme;
 pub mod seq;
 pub mod session;
 pub mod store;

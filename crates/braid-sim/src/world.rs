@@ -14,10 +14,7 @@ use crate::host::udp::{cbr_packet, parse_cbr};
 use crate::host::{self, FlowEvent, FlowId, HostConfig, TcpHost, Transfer};
 use crate::link::{Delivery, Enqueue, LinkModel};
 use crate::results::{FlowRecord, LinkResult, RunResult};
-use crate::scenario::{
-    Congestion, Direction, Recovery, Scenario, SchedulerKind as ScenarioScheduler, SchemeKind, SchemeSpec, Weights,
-    WorkloadSpec,
-};
+use crate::scenario::{Congestion, Direction, Scenario, SchemeKind, SchemeSpec, WorkloadSpec};
 use crate::workload::FlowPlan;
 use braid_proto::link::{LinkId, OUTER_OVERHEAD};
 use braid_proto::session::{Event, HoldConfig, LinkConfig, Role, Session, SessionConfig, TransmitKind};
@@ -41,14 +38,6 @@ const WEB: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 2);
 /// Why a run could not be set up.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SimError {
-    /// The scheme names something the simulator does not implement.
-    #[error("scheme {scheme:?}: {what} is not implemented in braid-sim yet")]
-    Unsupported {
-        /// Scheme name.
-        scheme: String,
-        /// What is missing.
-        what: String,
-    },
     /// A peer contender (plain, mptcp, kcptun) runs only on the real testbed.
     #[error("scheme {scheme:?} is the real-kernel peer {peer:?}; run it with `braid testbed`, not the simulator")]
     PeerInSim {
@@ -59,32 +48,12 @@ pub enum SimError {
     },
 }
 
-/// Maps a scenario scheme to the engine's recovery and scheduler.
+/// The engine's recovery and scheduler for a scenario scheme; an error for a real-testbed peer.
 pub fn engine_scheme(s: &SchemeSpec) -> Result<(RecoveryKind, SchedulerKind), SimError> {
-    let unsupported = |what: String| SimError::Unsupported { scheme: s.name.clone(), what };
-    let (recovery, scheduler) = match &s.kind {
-        SchemeKind::Braid { recovery, scheduler } => (*recovery, *scheduler),
-        SchemeKind::Peer(p) => return Err(SimError::PeerInSim { scheme: s.name.clone(), peer: p.to_string() }),
-    };
-    let r = match recovery {
-        Recovery::None => RecoveryKind::None,
-        Recovery::Arq => RecoveryKind::Arq,
-        Recovery::Fec => RecoveryKind::Fec { percent: s.fec_percent.unwrap_or(10.0) },
-        Recovery::Dup => RecoveryKind::Dup,
-        Recovery::Oec => RecoveryKind::Oec,
-        Recovery::Rlnc => RecoveryKind::Rlnc { ahead_percent: s.fec_percent.unwrap_or(0.0) },
-        Recovery::Fountain => RecoveryKind::Fountain,
-        other => return Err(unsupported(format!("recovery {other}"))),
-    };
-    let k = match scheduler {
-        ScenarioScheduler::MinDelay => SchedulerKind::MinDelay,
-        ScenarioScheduler::Single => SchedulerKind::Single,
-        ScenarioScheduler::RoundRobin => SchedulerKind::RoundRobin,
-        ScenarioScheduler::Wrr => SchedulerKind::Wrr { auto: !matches!(s.weights, Some(Weights::Fixed(_))) },
-        ScenarioScheduler::Eat => SchedulerKind::Eat,
-        other => return Err(unsupported(format!("scheduler {other}"))),
-    };
-    Ok((r, k))
+    match &s.kind {
+        SchemeKind::Braid { recovery, scheduler } => Ok((*recovery, *scheduler)),
+        SchemeKind::Peer(p) => Err(SimError::PeerInSim { scheme: s.name.clone(), peer: p.to_string() }),
+    }
 }
 
 struct SimLink {
@@ -185,9 +154,7 @@ impl<'a> World<'a> {
         };
         // Scenario weights are relative numbers; the engine takes integers, so keep two decimals.
         let weights: Vec<u32> = match &scheme.weights {
-            Some(Weights::Fixed(w)) => {
-                w.iter().map(|x| (x * 100.0).round().clamp(0.0, f64::from(u32::MAX)) as u32).collect()
-            }
+            Some(w) => w.iter().map(|x| (x * 100.0).round().clamp(0.0, f64::from(u32::MAX)) as u32).collect(),
             _ => vec![1; sc.links.len()],
         };
         let client_links: Vec<LinkConfig> = sc

@@ -15,7 +15,8 @@ fn coded_packets_ahead_of_reports_shorten_the_hold_behind_each_hole() {
     sc.schemes.retain(|s| s.name == "rlnc-aqm");
     let mut ahead = sc.schemes[0].clone();
     ahead.name = "rlnc-aqm-ahead".into();
-    ahead.fec_percent = Some(2.0);
+    let braid_sim::scenario::SchemeKind::Braid { recovery, .. } = &mut ahead.kind else { panic!("a braid scheme") };
+    *recovery = "rlnc:2".parse().expect("rlnc:<K> parses");
     sc.schemes.push(ahead);
     sc.duration = Duration::from_secs(20);
     let opts = RunOptions { runs: Some(1), ..Default::default() };

@@ -11,7 +11,7 @@ use crate::netns::Netns;
 use crate::topology::{RIDERS_NET, SERVER, Topology, VAN_LAN, WEB, uplink_addr, uplink_dev};
 use anyhow::{Context, bail};
 use braid_sim::host::TcpCounters;
-use braid_sim::scenario::{Peer, SchemeKind, SchemeSpec, Weights};
+use braid_sim::scenario::{Peer, SchemeKind, SchemeSpec};
 use serde_json::Value;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -191,7 +191,7 @@ fn start_braid(topo: &Topology, scheme: &SchemeSpec, braid_bin: &Path, run: &mut
     let dir = &topo.dir;
     let (recovery, scheduler) = braid_sim::world::engine_scheme(scheme)?;
     let weights: Vec<u32> = match &scheme.weights {
-        Some(Weights::Fixed(w)) => w.iter().map(|x| (x * 100.0).round() as u32).collect(),
+        Some(w) => w.iter().map(|x| (x * 100.0).round() as u32).collect(),
         _ => vec![1; topo.links.len()],
     };
     let (csock, ssock) = (dir.join("client.sock"), dir.join("server.sock"));

@@ -32,6 +32,7 @@ pub use rlnc_sender::RlncSender;
 pub use xor::{Known, XorDecoder, XorEncoder, xor_into};
 
 use crate::link::LinkId;
+use crate::scheme::{self, Param, SchemeError, Spelling};
 use crate::time::Instant;
 use crate::wire::{CodeKind, Coverage};
 use std::fmt;
@@ -64,7 +65,7 @@ pub enum RecoveryKind {
 }
 
 impl RecoveryKind {
-    /// The scheme's name as written in configs and scenario files.
+    /// The scheme's name without its parameter (`fec` for `fec:10`), for metrics labels.
     pub fn name(&self) -> &'static str {
         match self {
             RecoveryKind::None => "none",
@@ -77,53 +78,77 @@ impl RecoveryKind {
         }
     }
 
-    /// Every name [`FromStr`] accepts.
-    pub const NAMES: &'static [&'static str] = &["none", "arq", "fec", "dup", "oec", "rlnc", "fountain"];
+    /// Every way of writing a recovery scheme ([`crate::scheme`]): what [`FromStr`] accepts and
+    /// help texts list. A new scheme is one new row.
+    pub const SPELLINGS: &'static [Spelling<RecoveryKind>] = &[
+        Spelling {
+            name: "none",
+            param: Param::None,
+            help: "nothing beyond the passengers' own TCP",
+            make: |_| RecoveryKind::None,
+        },
+        Spelling {
+            name: "arq",
+            param: Param::None,
+            help: "the receiver reports holes, the sender resends on the fastest link",
+            make: |_| RecoveryKind::Arq,
+        },
+        Spelling {
+            name: "fec",
+            param: Param::Number { placeholder: "K", max: 1000.0 },
+            help: "one XOR parity packet per 100/K data packets, whatever the links' capacity (Maelstrom-style)",
+            make: |percent| RecoveryKind::Fec { percent },
+        },
+        Spelling {
+            name: "dup",
+            param: Param::None,
+            help: "every packet on every usable link",
+            make: |_| RecoveryKind::Dup,
+        },
+        Spelling {
+            name: "oec",
+            param: Param::None,
+            help: "opportunistic erasure coding into spare capacity (PluriBus), the default",
+            make: |_| RecoveryKind::Oec,
+        },
+        Spelling {
+            name: "rlnc",
+            param: Param::None,
+            help: "sliding-window random linear coding into spare capacity and for reported holes",
+            make: |_| RecoveryKind::Rlnc { ahead_percent: 0.0 },
+        },
+        Spelling {
+            name: "rlnc",
+            param: Param::Number { placeholder: "K", max: 100.0 },
+            help: "rlnc, plus K coded packets per 100 data packets sent ahead of any report",
+            make: |ahead_percent| RecoveryKind::Rlnc { ahead_percent },
+        },
+        Spelling {
+            name: "fountain",
+            param: Param::None,
+            help: "RaptorQ blocks with FMTCP's repair allocation and NACK-driven top-up",
+            make: |_| RecoveryKind::Fountain,
+        },
+    ];
 }
 
 impl fmt::Display for RecoveryKind {
+    /// The spelling [`FromStr`] reads back.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RecoveryKind::Fec { percent } => write!(f, "fec{percent}"),
-            RecoveryKind::Rlnc { ahead_percent } if *ahead_percent > 0.0 => write!(f, "rlnc:{ahead_percent}"),
+            RecoveryKind::Fec { percent } => scheme::write_number(f, "fec", *percent),
+            RecoveryKind::Rlnc { ahead_percent } if *ahead_percent > 0.0 => {
+                scheme::write_number(f, "rlnc", *ahead_percent)
+            }
             other => f.write_str(other.name()),
         }
     }
 }
 
-/// A recovery name that braid does not know, or a `fec` without its redundancy.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unknown recovery scheme {0:?}: expected one of none, arq, fec<K> (e.g. fec10), dup, oec, rlnc, rlnc:<K> (e.g. rlnc:2), fountain"
-)]
-pub struct UnknownRecovery(pub String);
-
 impl FromStr for RecoveryKind {
-    type Err = UnknownRecovery;
-    /// Accepts `none`, `arq`, `dup`, `oec`, `rlnc`, `fec<K>` / `fec:<K>` with K the redundancy
-    /// percent, and `rlnc<K>` / `rlnc:<K>` with K the percent of coded packets sent ahead.
+    type Err = SchemeError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(match s {
-            "none" => RecoveryKind::None,
-            "arq" => RecoveryKind::Arq,
-            "dup" => RecoveryKind::Dup,
-            "oec" => RecoveryKind::Oec,
-            "rlnc" => RecoveryKind::Rlnc { ahead_percent: 0.0 },
-            "fountain" => RecoveryKind::Fountain,
-            _ => {
-                let percent = |prefix: &str, max: f64| {
-                    let k = s.strip_prefix(prefix)?.trim_start_matches(':').parse::<f64>().ok()?;
-                    (k > 0.0 && k <= max).then_some(k)
-                };
-                if let Some(percent) = percent("fec", 1000.0) {
-                    RecoveryKind::Fec { percent }
-                } else if let Some(ahead_percent) = percent("rlnc", 100.0) {
-                    RecoveryKind::Rlnc { ahead_percent }
-                } else {
-                    return Err(UnknownRecovery(s.to_string()));
-                }
-            }
-        })
+        scheme::parse(Self::SPELLINGS, "recovery scheme", s)
     }
 }
 
@@ -235,14 +260,12 @@ mod tests {
         assert_eq!("rlnc:2".parse::<RecoveryKind>().unwrap().to_string(), "rlnc:2");
         assert!("rlnc:0".parse::<RecoveryKind>().is_err());
         assert!("rlnc:101".parse::<RecoveryKind>().is_err());
-        assert_eq!("fec10".parse::<RecoveryKind>().unwrap(), RecoveryKind::Fec { percent: 10.0 });
+        assert_eq!("fec:10".parse::<RecoveryKind>().unwrap(), RecoveryKind::Fec { percent: 10.0 });
+        assert_eq!("fec:2.5".parse::<RecoveryKind>().unwrap().to_string(), "fec:2.5");
         assert_eq!("fec:100".parse::<RecoveryKind>().unwrap(), RecoveryKind::Fec { percent: 100.0 });
         assert!("fec".parse::<RecoveryKind>().is_err());
-        assert!("fec0".parse::<RecoveryKind>().is_err());
+        assert!("fec:0".parse::<RecoveryKind>().is_err());
         let e = "zap".parse::<RecoveryKind>().unwrap_err().to_string();
         assert!(e.contains("zap") && e.contains("oec"), "{e}");
-        for n in RecoveryKind::NAMES.iter().filter(|n| **n != "fec") {
-            assert_eq!(n.parse::<RecoveryKind>().unwrap().name(), *n);
-        }
     }
 }

@@ -14,6 +14,7 @@ pub use single::Single;
 pub use wrr::{Wrr, natalie_weights};
 
 use crate::link::LinkId;
+use crate::scheme::{self, Param, SchemeError, Spelling};
 use crate::time::Instant;
 use std::fmt;
 use std::str::FromStr;
@@ -71,13 +72,46 @@ impl SchedulerKind {
             SchedulerKind::Single => "single",
             SchedulerKind::RoundRobin => "round-robin",
             SchedulerKind::Wrr { auto: false } => "wrr",
-            SchedulerKind::Wrr { auto: true } => "wrr-auto",
+            SchedulerKind::Wrr { auto: true } => "wrr:auto",
             SchedulerKind::Eat => "eat",
         }
     }
 
-    /// Every name [`FromStr`] accepts.
-    pub const NAMES: &'static [&'static str] = &["min-delay", "single", "round-robin", "wrr", "wrr-auto", "eat"];
+    /// Every way of writing a scheduler ([`crate::scheme`]): what [`FromStr`] accepts and help
+    /// texts list. A new scheduler is one new row.
+    pub const SPELLINGS: &'static [Spelling<SchedulerKind>] = &[
+        Spelling {
+            name: "min-delay",
+            param: Param::None,
+            help: "earliest estimated arrival (PluriBus), the default",
+            make: |_| SchedulerKind::MinDelay,
+        },
+        Spelling { name: "single", param: Param::None, help: "the best link only", make: |_| SchedulerKind::Single },
+        Spelling {
+            name: "round-robin",
+            param: Param::None,
+            help: "links in turn regardless of their properties (TEQL)",
+            make: |_| SchedulerKind::RoundRobin,
+        },
+        Spelling {
+            name: "wrr",
+            param: Param::None,
+            help: "weighted round robin with fixed weights (per uplink `weight`, a scenario's `weights`)",
+            make: |_| SchedulerKind::Wrr { auto: false },
+        },
+        Spelling {
+            name: "wrr",
+            param: Param::Word("auto"),
+            help: "weighted round robin, weights from measured available bandwidth (NATALIE)",
+            make: |_| SchedulerKind::Wrr { auto: true },
+        },
+        Spelling {
+            name: "eat",
+            param: Param::None,
+            help: "earliest expected arrival, losses and timeouts included (FMTCP)",
+            make: |_| SchedulerKind::Eat,
+        },
+    ];
 }
 
 impl fmt::Display for SchedulerKind {
@@ -86,23 +120,10 @@ impl fmt::Display for SchedulerKind {
     }
 }
 
-/// A scheduler name that braid does not know.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown scheduler {0:?}: expected one of min-delay, single, round-robin, wrr, wrr-auto, eat")]
-pub struct UnknownScheduler(pub String);
-
 impl FromStr for SchedulerKind {
-    type Err = UnknownScheduler;
+    type Err = SchemeError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(match s {
-            "min-delay" => SchedulerKind::MinDelay,
-            "single" => SchedulerKind::Single,
-            "round-robin" => SchedulerKind::RoundRobin,
-            "wrr" => SchedulerKind::Wrr { auto: false },
-            "wrr-auto" => SchedulerKind::Wrr { auto: true },
-            "eat" => SchedulerKind::Eat,
-            other => return Err(UnknownScheduler(other.to_string())),
-        })
+        scheme::parse(Self::SPELLINGS, "scheduler", s)
     }
 }
 
@@ -127,10 +148,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_round_trip() {
-        for n in SchedulerKind::NAMES {
-            assert_eq!(n.parse::<SchedulerKind>().unwrap().name(), *n);
-        }
+    fn names_parse() {
+        assert_eq!("wrr".parse::<SchedulerKind>().unwrap(), SchedulerKind::Wrr { auto: false });
+        assert_eq!("wrr:auto".parse::<SchedulerKind>().unwrap(), SchedulerKind::Wrr { auto: true });
         assert!("fastest".parse::<SchedulerKind>().unwrap_err().to_string().contains("min-delay"));
     }
 }

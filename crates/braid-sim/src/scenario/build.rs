@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::doc::{self, Doc, Loc};
 use super::raw::*;
-use super::scheme::{Peer, Recovery, SchedulerKind, SchemeKind, SchemeSpec, Weights};
+use super::scheme::{Peer, RecoveryKind, SchedulerKind, SchemeKind, SchemeSpec};
 use super::{
     Congestion, DEFAULT_BUFFER_KB, DEFAULT_BYTE_COUNTING, DEFAULT_DELAY_MS, DEFAULT_HYSTART, DEFAULT_INITIAL_RTO_MS,
     DEFAULT_INITIAL_WINDOW_BYTES, DEFAULT_LINUX_RTO, DEFAULT_MIN_RTO_MS, DEFAULT_MSS, DEFAULT_PACKET_BYTES,
@@ -520,7 +520,7 @@ fn dist(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawDist) -> Result<Dist> {
 
 fn scheme(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawScheme, n_links: usize) -> Result<SchemeSpec> {
     let name_loc = loc.key("name");
-    let name = ctx.required(raw.name, &name_loc)?;
+    let name = ctx.required(raw.name.clone(), &name_loc)?;
     if name.trim().is_empty() {
         return Err(ctx.invalid(&name_loc, "must not be empty"));
     }
@@ -531,14 +531,7 @@ fn scheme(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawScheme, n_links: usize) -> Resul
         (None, None) => {
             return Err(ctx.invalid(&loc.key("recovery"), "missing: give recovery (braid) or peer"));
         }
-        (Some(r), None) => {
-            let recovery = ctx.choice(r, Recovery::from_name, Recovery::NAMES, &loc.key("recovery"))?;
-            let scheduler = match raw.scheduler.as_deref() {
-                Some(s) => ctx.choice(s, SchedulerKind::from_name, SchedulerKind::NAMES, &loc.key("scheduler"))?,
-                None => SchemeSpec::DEFAULT_SCHEDULER,
-            };
-            SchemeKind::Braid { recovery, scheduler }
-        }
+        (Some(r), None) => braid_scheme(ctx, loc, r, &raw)?,
         (None, Some(p)) => {
             let peer = ctx.choice(p, Peer::from_name, Peer::NAMES, &loc.key("peer"))?;
             ctx.not_applicable(
@@ -556,36 +549,30 @@ fn scheme(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawScheme, n_links: usize) -> Resul
     };
 
     let fec_loc = loc.key("fec_percent");
-    let fec_needed = matches!(kind, SchemeKind::Braid { recovery: Recovery::Fec | Recovery::Rs, .. });
-    // rlnc: coded packets sent ahead of reports, in percent of data packets (`rlnc:<K>`).
-    let is_rlnc = matches!(kind, SchemeKind::Braid { recovery: Recovery::Rlnc, .. });
-    let fec_allowed = fec_needed || is_rlnc || kind == SchemeKind::Peer(Peer::Kcptun);
-    let fec_max = if is_rlnc { 100.0 } else { 1000.0 };
     let fec_percent = match raw.fec_percent {
-        None if fec_needed => {
-            return Err(ctx.invalid(&fec_loc, "missing: required for recovery fec and rs"));
-        }
         None => None,
-        Some(_) if !fec_allowed => {
-            return Err(ctx.invalid(&fec_loc, "applies only to recovery fec, rs and rlnc and to peer kcptun"));
+        Some(_) if kind != SchemeKind::Peer(Peer::Kcptun) => {
+            return Err(ctx.invalid(&fec_loc, "applies only to peer kcptun"));
         }
-        Some(k) if k.is_finite() && k > 0.0 && k <= fec_max => Some(k),
-        Some(k) => {
-            return Err(ctx.invalid(&fec_loc, format!("must be within (0, {fec_max}], found {k}")));
-        }
+        Some(k) if k.is_finite() && k > 0.0 && k <= 1000.0 => Some(k),
+        Some(k) => return Err(ctx.invalid(&fec_loc, format!("must be within (0, 1000], found {k}"))),
     };
 
     let weights_loc = loc.key("weights");
-    let is_wrr = matches!(kind, SchemeKind::Braid { scheduler: SchedulerKind::Wrr, .. });
+    let fixed_wrr = matches!(kind, SchemeKind::Braid { scheduler: SchedulerKind::Wrr { auto: false }, .. });
     let weights = match raw.weights {
-        None if is_wrr => Some(Weights::Auto),
+        None if fixed_wrr => {
+            return Err(ctx.invalid(
+                &loc.key("scheduler"),
+                "wrr takes fixed weights: give weights = [..] (one per link), or write scheduler = \"wrr:auto\" for weights from measured bandwidth",
+            ));
+        }
         None => None,
-        Some(_) if !is_wrr => {
+        Some(_) if !fixed_wrr => {
             return Err(ctx.invalid(&weights_loc, "applies only to scheduler wrr"));
         }
-        Some(RawWeights::Name(s)) if s == "auto" => Some(Weights::Auto),
         Some(RawWeights::Name(s)) => {
-            return Err(ctx.invalid(&weights_loc, format!("expected a list or \"auto\", found {s:?}")));
+            return Err(ctx.invalid(&weights_loc, format!("expected a list of numbers, found {s:?}")));
         }
         Some(RawWeights::List(w)) => {
             if w.len() != n_links {
@@ -600,7 +587,7 @@ fn scheme(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawScheme, n_links: usize) -> Resul
             if w.iter().all(|x| *x == 0.0) {
                 return Err(ctx.invalid(&weights_loc, "at least one weight must be > 0"));
             }
-            Some(Weights::Fixed(w))
+            Some(w)
         }
     };
 
@@ -609,6 +596,32 @@ fn scheme(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawScheme, n_links: usize) -> Resul
         None => None,
     };
     Ok(SchemeSpec { name, kind, fec_percent, weights, hold, aqm: raw.aqm.unwrap_or(false) })
+}
+
+/// A braid scheme's `recovery` and `scheduler`, parsed by braid-proto's grammar. The older
+/// spellings (`recovery = "fec"` with `fec_percent = 10`, `scheduler = "wrr"` with `weights =
+/// "auto"`) are refused with the spelling to write instead.
+fn braid_scheme(ctx: &Ctx<'_, '_>, loc: &Loc, recovery: &str, raw: &RawScheme) -> Result<SchemeKind> {
+    if let Some(k) = raw.fec_percent {
+        return Err(ctx.invalid(
+            &loc.key("fec_percent"),
+            format!("is not a key of braid's schemes any more: write recovery = \"{recovery}:{k}\""),
+        ));
+    }
+    if let (Some(RawWeights::Name(w)), Some(s)) = (&raw.weights, raw.scheduler.as_deref()) {
+        return Err(ctx.invalid(
+            &loc.key("weights"),
+            format!(
+                "{w:?} is not a list of weights; for weights from measured bandwidth write scheduler = \"{s}:{w}\""
+            ),
+        ));
+    }
+    let recovery = recovery.parse::<RecoveryKind>().map_err(|e| ctx.invalid(&loc.key("recovery"), e.to_string()))?;
+    let scheduler = match raw.scheduler.as_deref() {
+        Some(s) => s.parse::<SchedulerKind>().map_err(|e| ctx.invalid(&loc.key("scheduler"), e.to_string()))?,
+        None => SchemeSpec::DEFAULT_SCHEDULER,
+    };
+    Ok(SchemeKind::Braid { recovery, scheduler })
 }
 
 fn tcp(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawTcp) -> Result<TcpSpec> {

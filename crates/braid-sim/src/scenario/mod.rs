@@ -11,7 +11,7 @@
 //! per link direction `delay_ms` [`DEFAULT_DELAY_MS`], `queue_kb` [`DEFAULT_QUEUE_KB`] (1 kB =
 //! 1000 bytes), `loss` none; Gilbert `loss_good` 0 and `loss_bad` 1; workload `direction` down,
 //! `scale` 1, bulk `flows` 1, cbr `packet_bytes` [`DEFAULT_PACKET_BYTES`]; scheme `scheduler`
-//! min-delay, wrr `weights` auto; `[tcp]` cubic, `mss` [`DEFAULT_MSS`], `buffer_kb`
+//! min-delay; `[tcp]` cubic, `mss` [`DEFAULT_MSS`], `buffer_kb`
 //! [`DEFAULT_BUFFER_KB`], `initial_rto_ms` [`DEFAULT_INITIAL_RTO_MS`], `min_rto_ms`
 //! [`DEFAULT_MIN_RTO_MS`], `initial_window_bytes` [`DEFAULT_INITIAL_WINDOW_BYTES`]. `name`, `duration_s`, links, their `down`/`up` with `rate_kbps` or
 //! `trace`, the workload and at least one scheme are required.
@@ -70,7 +70,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 pub use error::ScenarioError;
-pub use scheme::{Peer, Recovery, SchedulerKind, SchemeKind, SchemeSpec, Weights};
+pub use scheme::{Peer, RecoveryKind, SchedulerKind, SchemeKind, SchemeSpec};
 pub use sweep::Sweep;
 
 use crate::link::{DriveBy, DrivePass, LinkDirSpec, Vehicle};

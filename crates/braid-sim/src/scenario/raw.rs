@@ -124,7 +124,8 @@ pub(crate) struct RawScheme {
     pub aqm: Option<bool>,
 }
 
-/// `weights = [1, 2]` or `weights = "auto"` (any string; `build` checks it is "auto").
+/// `weights = [1, 2]`, or a string (`weights = "auto"` of older files), which `build` refuses
+/// with the spelling to write instead.
 #[derive(Debug)]
 pub(crate) enum RawWeights {
     Name(String),

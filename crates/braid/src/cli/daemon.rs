@@ -1,5 +1,6 @@
 //! `braid client`, `braid server`, `braid status` and `braid set`.
 
+use crate::daemon::config::{Recovery, Scheduler};
 use crate::daemon::control::{Request, default_socket, request};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
@@ -53,16 +54,24 @@ pub enum SetWhat {
         /// New weight.
         weight: u32,
     },
-    /// The loss-recovery scheme: none, arq, fec<K>, dup, oec.
+    /// The loss-recovery scheme.
+    #[command(after_help = scheme_help("Schemes", braid_proto::RecoveryKind::SPELLINGS))]
     Recovery {
-        /// Scheme name.
-        name: String,
+        /// Scheme, e.g. oec or fec:10.
+        name: Recovery,
     },
-    /// The scheduler: min-delay, single, round-robin.
+    /// The scheduler.
+    #[command(after_help = scheme_help("Schedulers", braid_proto::SchedulerKind::SPELLINGS))]
     Scheduler {
-        /// Scheduler name.
-        name: String,
+        /// Scheduler, e.g. min-delay or wrr:auto.
+        name: Scheduler,
     },
+}
+
+/// A `--help` section listing every spelling of a scheme table, the same in config files and
+/// scenario files.
+pub fn scheme_help<K>(title: &str, table: &[braid_proto::scheme::Spelling<K>]) -> String {
+    format!("{title} (as in config and scenario files):\n{}", braid_proto::scheme::help(table))
 }
 
 /// `braid status`.
@@ -83,12 +92,15 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
 
 /// `braid set`.
 pub fn set(a: SetArgs) -> anyhow::Result<()> {
-    let peer = a.peer;
-    let req = match a.what {
+    let resp = request(&default_socket(a.control.as_deref())?, &request_for(a.what, a.peer))?;
+    if resp.ok { Ok(()) } else { anyhow::bail!("{}", resp.error.unwrap_or_else(|| "refused".into())) }
+}
+
+/// The control request `braid set` sends (to one vehicle's session with `peer`, on a server).
+pub fn request_for(what: SetWhat, peer: Option<String>) -> Request {
+    match what {
         SetWhat::Weight { link, weight } => Request::SetWeight { link, weight, peer },
         SetWhat::Recovery { name } => Request::SetRecovery { name, peer },
         SetWhat::Scheduler { name } => Request::SetScheduler { name, peer },
-    };
-    let resp = request(&default_socket(a.control.as_deref())?, &req)?;
-    if resp.ok { Ok(()) } else { anyhow::bail!("{}", resp.error.unwrap_or_else(|| "refused".into())) }
+    }
 }

@@ -3,3 +3,6 @@
 pub mod daemon;
 pub mod sim;
 pub mod testbed;
+
+#[cfg(test)]
+mod tests;

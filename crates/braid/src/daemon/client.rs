@@ -16,7 +16,7 @@ use super::{Clock, Input, control, metrics, netwatch, spawn_signals, tun, uplink
 use anyhow::Context;
 use braid_proto::crypto::{Initiator, InitiatorEvent, Reject, RejectCounts, SecureChannel, TAG_LEN};
 use braid_proto::wire::{Header, PacketType};
-use braid_proto::{LinkConfig, LinkId, RecoveryKind, Role, SchedulerKind, Session, SessionConfig};
+use braid_proto::{LinkConfig, LinkId, Role, Session, SessionConfig};
 use bytes::Bytes;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -575,28 +575,22 @@ impl Client {
                 }
                 None => Response::err(format!("no uplink named {link:?}")),
             },
-            Request::SetRecovery { name, .. } => match name.parse::<RecoveryKind>() {
-                Ok(r) => {
-                    self.cfg.session.recovery = Some(super::config::Recovery(r));
-                    if let Some(k) = self.keyed.as_mut() {
-                        k.session.set_recovery(r);
-                    }
-                    tracing::info!(recovery = %r, "recovery switched");
-                    Response::ok()
+            Request::SetRecovery { name, .. } => {
+                self.cfg.session.recovery = Some(name);
+                if let Some(k) = self.keyed.as_mut() {
+                    k.session.set_recovery(name.0);
                 }
-                Err(e) => Response::err(e),
-            },
-            Request::SetScheduler { name, .. } => match name.parse::<SchedulerKind>() {
-                Ok(s) => {
-                    self.cfg.session.scheduler = Some(super::config::Scheduler(s));
-                    if let Some(k) = self.keyed.as_mut() {
-                        k.session.set_scheduler(s);
-                    }
-                    tracing::info!(scheduler = %s, "scheduler switched");
-                    Response::ok()
+                tracing::info!(recovery = %name.0, "recovery switched");
+                Response::ok()
+            }
+            Request::SetScheduler { name, .. } => {
+                self.cfg.session.scheduler = Some(name);
+                if let Some(k) = self.keyed.as_mut() {
+                    k.session.set_scheduler(name.0);
                 }
-                Err(e) => Response::err(e),
-            },
+                tracing::info!(scheduler = %name.0, "scheduler switched");
+                Response::ok()
+            }
         }
     }
 

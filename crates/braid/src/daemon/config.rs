@@ -7,7 +7,7 @@
 use anyhow::{Context, bail};
 use braid_proto::crypto::{CipherSuite, PeerConfig, PublicKey, StaticSecret};
 use braid_proto::{RecoveryKind, SchedulerKind, Session, SessionConfig};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
@@ -335,10 +335,10 @@ fn default_weight() -> u32 {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionSettings {
-    /// Loss-recovery scheme (`RecoveryKind::from_str`), default `oec`.
+    /// Loss-recovery scheme ([`braid_proto::scheme`]: `oec`, `fec:10`, ...), default `oec`.
     #[serde(default)]
     pub recovery: Option<Recovery>,
-    /// Scheduler (`SchedulerKind::from_str`), default `min-delay`.
+    /// Scheduler ([`braid_proto::scheme`]: `min-delay`, `wrr:auto`, ...), default `min-delay`.
     #[serde(default)]
     pub scheduler: Option<Scheduler>,
     /// CoDel on the predicted uplink queue at braid's ingress (`braid_proto::aqm`), default off:
@@ -374,27 +374,54 @@ impl SessionSettings {
     }
 }
 
-/// A recovery scheme name, checked while parsing so the error carries the line.
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(try_from = "String")]
+/// A recovery scheme name ([`braid_proto::scheme`]), checked while parsing so the error carries
+/// the line; written back as the same name.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct Recovery(pub RecoveryKind);
 
 impl TryFrom<String> for Recovery {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        s.parse().map(Recovery).map_err(|e| format!("{e}"))
+    type Error = braid_proto::scheme::SchemeError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse().map(Recovery)
     }
 }
 
-/// A scheduler name, checked while parsing.
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(try_from = "String")]
+impl std::str::FromStr for Recovery {
+    type Err = braid_proto::scheme::SchemeError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.parse().map(Recovery)
+    }
+}
+
+impl From<Recovery> for String {
+    fn from(r: Recovery) -> String {
+        r.0.to_string()
+    }
+}
+
+/// A scheduler name ([`braid_proto::scheme`]), checked while parsing.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct Scheduler(pub SchedulerKind);
 
 impl TryFrom<String> for Scheduler {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        s.parse().map(Scheduler).map_err(|e| format!("{e}"))
+    type Error = braid_proto::scheme::SchemeError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse().map(Scheduler)
+    }
+}
+
+impl std::str::FromStr for Scheduler {
+    type Err = braid_proto::scheme::SchemeError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.parse().map(Scheduler)
+    }
+}
+
+impl From<Scheduler> for String {
+    fn from(s: Scheduler) -> String {
+        s.0.to_string()
     }
 }
 

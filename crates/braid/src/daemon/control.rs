@@ -4,7 +4,7 @@
 //! {"cmd":"status"}
 //! {"cmd":"status","peer":"bus-17"}
 //! {"cmd":"set_weight","link":"lte1","weight":3}
-//! {"cmd":"set_recovery","name":"fec10","peer":"bus-17"}
+//! {"cmd":"set_recovery","name":"fec:10","peer":"bus-17"}
 //! {"cmd":"set_scheduler","name":"round-robin"}
 //! ```
 //!
@@ -12,6 +12,7 @@
 //! vehicle alone; without it a server's `set_*` changes every vehicle.
 
 use super::Input;
+use super::config::{Recovery, Scheduler};
 use super::status::DaemonStatus;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -43,16 +44,16 @@ pub enum Request {
     },
     /// Switches the loss-recovery scheme of every session, or of one vehicle's.
     SetRecovery {
-        /// `RecoveryKind` name.
-        name: String,
+        /// The scheme, parsed as in config files ([`braid_proto::scheme`]).
+        name: Recovery,
         /// Only this vehicle (server).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         peer: Option<String>,
     },
     /// Switches the scheduler of every session, or of one vehicle's.
     SetScheduler {
-        /// `SchedulerKind` name.
-        name: String,
+        /// The scheduler, parsed as in config files.
+        name: Scheduler,
         /// Only this vehicle (server).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         peer: Option<String>,

@@ -542,34 +542,30 @@ impl Server {
                 self.overrides.values_mut().for_each(|o| o.weights.retain(|(l, _)| *l != n));
                 if hits == 0 { Response::err(format!("no session has link {n}")) } else { Response::ok() }
             }
-            Request::SetRecovery { name, .. } => match name.parse::<RecoveryKind>() {
-                Ok(k) => {
-                    self.sessions.values_mut().filter(|v| chosen(v)).for_each(|v| v.session.set_recovery(k));
-                    match peer {
-                        Some(p) => self.overrides.entry(p).or_default().recovery = Some(k),
-                        None => {
-                            self.cfg.session.recovery = Some(super::config::Recovery(k));
-                            self.overrides.values_mut().for_each(|o| o.recovery = None);
-                        }
+            Request::SetRecovery { name, .. } => {
+                let k = name.0;
+                self.sessions.values_mut().filter(|v| chosen(v)).for_each(|v| v.session.set_recovery(k));
+                match peer {
+                    Some(p) => self.overrides.entry(p).or_default().recovery = Some(k),
+                    None => {
+                        self.cfg.session.recovery = Some(name);
+                        self.overrides.values_mut().for_each(|o| o.recovery = None);
                     }
-                    Response::ok()
                 }
-                Err(e) => Response::err(e),
-            },
-            Request::SetScheduler { name, .. } => match name.parse::<SchedulerKind>() {
-                Ok(k) => {
-                    self.sessions.values_mut().filter(|v| chosen(v)).for_each(|v| v.session.set_scheduler(k));
-                    match peer {
-                        Some(p) => self.overrides.entry(p).or_default().scheduler = Some(k),
-                        None => {
-                            self.cfg.session.scheduler = Some(super::config::Scheduler(k));
-                            self.overrides.values_mut().for_each(|o| o.scheduler = None);
-                        }
+                Response::ok()
+            }
+            Request::SetScheduler { name, .. } => {
+                let k = name.0;
+                self.sessions.values_mut().filter(|v| chosen(v)).for_each(|v| v.session.set_scheduler(k));
+                match peer {
+                    Some(p) => self.overrides.entry(p).or_default().scheduler = Some(k),
+                    None => {
+                        self.cfg.session.scheduler = Some(name);
+                        self.overrides.values_mut().for_each(|o| o.scheduler = None);
                     }
-                    Response::ok()
                 }
-                Err(e) => Response::err(e),
-            },
+                Response::ok()
+            }
         }
     }
 

@@ -1,0 +1,94 @@
+//! One grammar of scheme names: every spelling braid-proto lists reads the same from a scenario
+//! file, a daemon config and `braid set`.
+
+use crate::daemon::config::ClientConfig;
+use crate::daemon::control::Request;
+use braid_proto::scheme::Spelling;
+use braid_proto::{RecoveryKind, SchedulerKind};
+use braid_sim::scenario::{Scenario, SchemeKind};
+use clap::Parser as _;
+
+const CLIENT: &str = r#"
+server = "192.0.2.1:7700"
+private_key = "/etc/braid/client.key"
+server_public_key = "hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo="
+tun = { name = "braid0", address = "10.77.0.2/24" }
+[[uplink]]
+name = "lte1"
+interface = "wwan0"
+[session]
+"#;
+
+fn scenario(recovery: &str, scheduler: &str) -> SchemeKind {
+    // Fixed-weight wrr needs its weights; every other scheduler refuses them.
+    let weights = if scheduler == "wrr" { "weights = [1]\n" } else { "" };
+    let text = format!(
+        "name = \"g\"\nduration_s = 1\n[[link]]\nname = \"a\"\ndown = {{ rate_kbps = 1000 }}\nup = {{ rate_kbps = 100 }}\n\
+         [workload]\nkind = \"bulk\"\n[[scheme]]\nname = \"s\"\nrecovery = \"{recovery}\"\nscheduler = \"{scheduler}\"\n{weights}"
+    );
+    Scenario::from_str(&text, std::path::Path::new(".")).unwrap_or_else(|e| panic!("{text}\n{e}")).schemes[0].kind
+}
+
+fn config(key: &str, name: &str) -> ClientConfig {
+    let text = format!("{CLIENT}{key} = \"{name}\"\n");
+    ClientConfig::parse(&text).unwrap_or_else(|e| panic!("{text}\n{e:#}"))
+}
+
+/// What the daemon receives for `braid set ARGS`: parsed by the command line, sent as JSON and
+/// read back on the control socket.
+fn set(args: &[&str]) -> Request {
+    let cli = crate::Cli::try_parse_from(["braid", "set"].iter().chain(args)).expect("braid set parses");
+    let crate::Command::Set(a) = cli.command else { panic!("not set") };
+    let sent = serde_json::to_string(&super::daemon::request_for(a.what, a.peer)).unwrap();
+    serde_json::from_str(&sent).unwrap_or_else(|e| panic!("{sent}: {e}"))
+}
+
+fn examples<K>(table: &[Spelling<K>]) -> Vec<String> {
+    table.iter().map(Spelling::example).collect()
+}
+
+#[test]
+fn every_scheme_name_reads_the_same_in_scenarios_configs_and_braid_set() {
+    for name in examples(RecoveryKind::SPELLINGS) {
+        let want: RecoveryKind = name.parse().unwrap();
+        assert_eq!(
+            scenario(&name, "min-delay"),
+            SchemeKind::Braid { recovery: want, scheduler: SchedulerKind::MinDelay }
+        );
+        assert_eq!(config("recovery", &name).session.recovery(), want, "{name}");
+        let Request::SetRecovery { name: got, .. } = set(&["recovery", &name]) else { panic!("{name}") };
+        assert_eq!(got.0, want, "{name}");
+    }
+    for name in examples(SchedulerKind::SPELLINGS) {
+        let want: SchedulerKind = name.parse().unwrap();
+        assert_eq!(scenario("oec", &name), SchemeKind::Braid { recovery: RecoveryKind::Oec, scheduler: want });
+        assert_eq!(config("scheduler", &name).session.scheduler(), want, "{name}");
+        let Request::SetScheduler { name: got, .. } = set(&["scheduler", &name]) else { panic!("{name}") };
+        assert_eq!(got.0, want, "{name}");
+    }
+}
+
+#[test]
+fn old_spellings_are_refused_everywhere_with_the_new_one() {
+    let e = format!("{:#}", ClientConfig::parse(&format!("{CLIENT}recovery = \"fec10\"\n")).unwrap_err());
+    assert!(e.contains("\"fec:10\"") && e.contains("line 10"), "{e}");
+    let e = crate::Cli::try_parse_from(["braid", "set", "scheduler", "wrr-auto"]).unwrap_err().to_string();
+    assert!(e.contains("\"wrr:auto\""), "{e}");
+    let e = serde_json::from_str::<Request>(r#"{"cmd":"set_recovery","name":"rlnc2"}"#).unwrap_err().to_string();
+    assert!(e.contains("\"rlnc:2\""), "{e}");
+}
+
+#[test]
+fn help_lists_every_scheme_name() {
+    let help = |what: &str| match crate::Cli::try_parse_from(["braid", "set", what, "--help"]) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("--help prints help"),
+    };
+    let (r, s) = (help("recovery"), help("scheduler"));
+    for sp in RecoveryKind::SPELLINGS {
+        assert!(r.contains(&sp.pattern()) && r.contains(sp.help), "{r}");
+    }
+    for sp in SchedulerKind::SPELLINGS {
+        assert!(s.contains(&sp.pattern()), "{s}");
+    }
+}
