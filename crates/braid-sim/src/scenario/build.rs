@@ -289,7 +289,7 @@ fn direction(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawDir, drive_by: bool) -> Resul
         )?;
     }
     let rate = match (raw.rate_kbps, raw.trace) {
-        (None, None) if drive_by => RateSpec::Constant { kbps: 1.0 },
+        (None, None) if drive_by => RateSpec::Constant { kbps: 30_000.0 },
         (Some(_), Some(_)) => {
             return Err(ctx.invalid(&loc.key("trace"), "give either rate_kbps or trace, not both"));
         }
