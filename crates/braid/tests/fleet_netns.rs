@@ -323,10 +323,7 @@ fn ipv6_outer_and_tunnel_two_vehicles_per_vehicle_control() {
     assert!(metrics.contains("braid_build_info{version=\""), "{metrics}");
     assert!(metrics.contains("braid_uplink_received_bytes_total{vehicle=\"bus-17\",uplink=\"link1\"}"), "{metrics}");
     for v in ["bus-17", "bus-18"] {
-        assert!(
-            metrics.contains(&format!("braid_uplink_active{{vehicle=\"{v}\",uplink=\"link0\"}} 1")),
-            "{metrics}"
-        );
+        assert!(metrics.contains(&format!("braid_uplink_active{{vehicle=\"{v}\",uplink=\"link0\"}} 1")), "{metrics}");
     }
     assert!(!metrics.contains("NaN"), "{metrics}");
     for l in metrics.lines().filter(|l| l.contains("session=\"")) {
