@@ -1,0 +1,525 @@
+//! A fleet of emulated vehicles against a real `braid server` (`scripts/bench-fleet.sh`).
+//!
+//! Each vehicle is a braid-proto client [`Session`] with its own Noise handshake ([`Initiator`])
+//! and its own UDP socket, bound to its own loopback address (127.1.x.y, so the server's
+//! per-source handshake limits see a fleet, not one host); all of them are tokio tasks of this one
+//! process. Vehicle `i`'s key is derived from `i`, so `fleet keys N` can print the public keys for
+//! the server's `[[peer]]` list.
+//!
+//! `fleet run` measures, in order:
+//! 1. an established vehicle's (vehicle 0's) ping round trip through the server (ICMP echo to the
+//!    server's tunnel address, answered by the server's kernel), idle;
+//! 2. the same while N other vehicles join at once, and how fast they join (handshakes/s);
+//! 3. the server's memory per idle session (its RSS before the first and after the last join);
+//! 4. aggregate throughput and per-vehicle fairness (Jain's index) with LOAD vehicles each
+//!    offering the same rate of 1,200-byte passenger packets, counted by the server (`braid
+//!    status`: packets each vehicle's session delivered to its TUN device).
+//!
+//! ```text
+//! fleet keys N
+//! fleet run SERVER:PORT SERVER_PUBKEY N SERVER_PID CONTROL_SOCKET [LOAD [MBIT_PER_VEHICLE [SECS]]]
+//! ```
+
+use braid_proto::crypto::{CipherSuite, Initiator, InitiatorEvent, PublicKey, SecureChannel, StaticSecret, TAG_LEN};
+use braid_proto::{LinkConfig, LinkId, Role, Session, SessionConfig};
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::net::UdpSocket;
+use tokio::sync::{mpsc, watch};
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// Passenger packet size of the load phase (IPv4 + UDP + payload).
+const LOAD_PACKET: usize = 1200;
+/// Ping interval of vehicle 0.
+const PING_EVERY: Duration = Duration::from_millis(20);
+/// How long an initiation waits for its answer before the next.
+const HANDSHAKE_RETRY: Duration = Duration::from_secs(1);
+
+/// Vehicle `i`'s static key: derived from `i`, so that `keys` and `run` agree.
+fn secret(i: usize) -> StaticSecret {
+    let mut b = [0x5au8; 32];
+    // Not the first byte: X25519 clamping clears its low bits.
+    b[8..16].copy_from_slice(&(i as u64 + 1).to_le_bytes());
+    StaticSecret::from_bytes(b)
+}
+
+fn vehicle_name(i: usize) -> String {
+    format!("veh-{i:04}")
+}
+
+/// Vehicle `i`'s source address on loopback, and its passenger (tunnel) address.
+fn addresses(i: usize) -> (Ipv4Addr, Ipv4Addr) {
+    let (hi, lo) = ((i / 250) as u8, (i % 250) as u8 + 2);
+    (Ipv4Addr::new(127, 1, hi, lo), Ipv4Addr::new(10, 77, hi + 1, lo))
+}
+
+fn b64(k: &[u8; 32]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(k)
+}
+
+fn checksum(b: &[u8]) -> u16 {
+    let mut s: u32 = b.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum();
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+/// An IPv4 packet from `src` to `dst` carrying `payload` of protocol `proto`.
+fn ipv4(src: Ipv4Addr, dst: Ipv4Addr, proto: u8, payload: &[u8]) -> Vec<u8> {
+    let mut p = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, proto, 0, 0];
+    p[2..4].copy_from_slice(&((20 + payload.len()) as u16).to_be_bytes());
+    p.extend_from_slice(&src.octets());
+    p.extend_from_slice(&dst.octets());
+    let c = checksum(&p);
+    p[10..12].copy_from_slice(&c.to_be_bytes());
+    p.extend_from_slice(payload);
+    p
+}
+
+fn echo_request(src: Ipv4Addr, dst: Ipv4Addr, id: u16, seq: u16) -> Vec<u8> {
+    let mut icmp = vec![8, 0, 0, 0];
+    icmp.extend_from_slice(&id.to_be_bytes());
+    icmp.extend_from_slice(&seq.to_be_bytes());
+    icmp.extend_from_slice(&[0x42; 56]);
+    let c = checksum(&icmp);
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    ipv4(src, dst, 1, &icmp)
+}
+
+/// The sequence number of an ICMP echo reply with identifier `id`.
+fn echo_reply_seq(p: &[u8], id: u16) -> Option<u16> {
+    let ihl = usize::from(p.first()? & 0x0f) * 4;
+    let icmp = p.get(ihl..)?;
+    (p.get(9) == Some(&1) && icmp.len() >= 8 && icmp[0] == 0 && u16::from_be_bytes([icmp[4], icmp[5]]) == id)
+        .then(|| u16::from_be_bytes([icmp[6], icmp[7]]))
+}
+
+/// What a vehicle is asked to do.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Phase {
+    /// Nothing but what the session does by itself.
+    Idle,
+    /// Offer passenger packets at this many bits per second.
+    Load(f64),
+    /// Stop.
+    Stop,
+}
+
+/// What vehicles report.
+enum Report {
+    Joined { i: usize, after: Duration, attempts: u32, cookies: u32 },
+    Failed { i: usize, error: String },
+    Rtt(Duration),
+}
+
+struct Vehicle {
+    i: usize,
+    server: SocketAddr,
+    server_pub: PublicKey,
+    /// The server's tunnel address, pinged by vehicle 0.
+    ping_to: Option<Ipv4Addr>,
+    /// Whether it offers load in the load phase.
+    loads: bool,
+    origin: std::time::Instant,
+}
+
+impl Vehicle {
+    fn now(&self) -> braid_proto::Instant {
+        braid_proto::Instant::from_micros(self.origin.elapsed().as_micros() as u64)
+    }
+
+    async fn run(
+        self,
+        mut phase: watch::Receiver<Phase>,
+        reports: mpsc::UnboundedSender<Report>,
+        sent: Arc<AtomicU64>,
+    ) {
+        if let Err(e) = self.drive(&mut phase, &reports, &sent).await {
+            let _ = reports.send(Report::Failed { i: self.i, error: e.to_string() });
+        }
+    }
+
+    async fn drive(
+        &self,
+        phase: &mut watch::Receiver<Phase>,
+        reports: &mpsc::UnboundedSender<Report>,
+        sent: &AtomicU64,
+    ) -> Result<(), Error> {
+        let (src, tunnel) = addresses(self.i);
+        let sock = UdpSocket::bind((src, 0)).await?;
+        let mut seed = [0u8; 32];
+        seed[..8].copy_from_slice(&(self.i as u64 ^ 0xf1ee7).to_le_bytes());
+        let mut init = Initiator::new(secret(self.i), self.server_pub, None, CipherSuite::default(), seed);
+        let start = std::time::Instant::now();
+        let (mut attempts, mut cookies) = (0u32, 0u32);
+        let mut rbuf = vec![0u8; 65536];
+        let established = 'join: loop {
+            let mut out = [0u8; 256];
+            let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos() as u64;
+            let n = init.initiate(self.now(), wall, 0, LinkId(0), &mut out)?;
+            attempts += 1;
+            sock.send_to(&out[..n], self.server).await?;
+            let deadline = tokio::time::Instant::now() + HANDSHAKE_RETRY;
+            loop {
+                let Ok(r) = tokio::time::timeout_at(deadline, sock.recv_from(&mut rbuf)).await else { break };
+                let (len, _) = r?;
+                match init.handle(self.now(), &rbuf[..len]) {
+                    Ok(InitiatorEvent::Established(e)) => break 'join e,
+                    // Under load: the next initiation carries the cookie; send it at once.
+                    Ok(InitiatorEvent::CookieStored) => {
+                        cookies += 1;
+                        continue 'join;
+                    }
+                    _ => {}
+                }
+            }
+            if start.elapsed() > Duration::from_secs(300) {
+                return Err("no session within 300 s".into());
+            }
+        };
+        let _ = reports.send(Report::Joined { i: self.i, after: start.elapsed(), attempts, cookies });
+        let now = self.now();
+        let mut cfg = SessionConfig::new(Role::Client);
+        cfg.session_id = established.session;
+        cfg.seed = self.i as u64;
+        cfg.max_packet = 1400;
+        let mut session = Session::new(cfg, &[LinkConfig::new(LinkId(0), Some(self.server), 100e6, 100e6)], now);
+        let mut channel = SecureChannel::new(&established.keys, now);
+        let mut buf = vec![0u8; 1400 + braid_proto::wire::MAX_CARRIER_OVERHEAD + TAG_LEN];
+        let mut scratch = Vec::with_capacity(65536);
+        let load_packet = {
+            let mut udp = vec![0u8; LOAD_PACKET - 20];
+            udp[0..2].copy_from_slice(&40000u16.to_be_bytes());
+            udp[2..4].copy_from_slice(&9u16.to_be_bytes());
+            udp[4..6].copy_from_slice(&((LOAD_PACKET - 20) as u16).to_be_bytes());
+            // To the discard range the server's namespace blackholes.
+            ipv4(tunnel, Ipv4Addr::new(198, 18, 0, 1), 17, &udp)
+        };
+        let mut next_load: Option<braid_proto::Instant> = None;
+        let mut next_ping: Option<braid_proto::Instant> = self.ping_to.map(|_| now);
+        let mut pings: HashMap<u16, braid_proto::Instant> = HashMap::new();
+        let mut seq = 0u16;
+        let mut current = *phase.borrow();
+        loop {
+            let due = [session.poll_timeout(), next_load, next_ping].into_iter().flatten().min();
+            let sleep = due.map(|d| self.origin + Duration::from_micros(d.as_micros()));
+            tokio::select! {
+                r = sock.recv_from(&mut rbuf) => {
+                    let (len, from) = r?;
+                    if channel.open(self.now(), &rbuf[..len], &mut scratch).is_ok() {
+                        let _ = session.handle_datagram(self.now(), Some(LinkId(0)), from, &scratch);
+                    }
+                }
+                _ = async { match sleep { Some(t) => tokio::time::sleep_until(t.into()).await, None => std::future::pending().await } } => {}
+                r = phase.changed() => {
+                    if r.is_err() { return Ok(()) }
+                    current = *phase.borrow();
+                    match current {
+                        Phase::Stop => return Ok(()),
+                        Phase::Load(_) if self.loads => next_load = Some(self.now()),
+                        Phase::Load(_) => {}
+                        Phase::Idle => next_load = None,
+                    }
+                }
+            }
+            let now = self.now();
+            if session.poll_timeout().is_some_and(|t| t <= now) {
+                session.handle_timeout(now);
+            }
+            if let (Phase::Load(bps), Some(t)) = (current, next_load) {
+                let every = Duration::from_secs_f64(LOAD_PACKET as f64 * 8.0 / bps);
+                let mut t = t;
+                // Catch up after a late wake-up, but at most a burst of 16.
+                for _ in 0..16 {
+                    if t > now {
+                        break;
+                    }
+                    if session.handle_tun_packet(now, &load_packet).is_ok() {
+                        sent.fetch_add(1, Ordering::Relaxed);
+                    }
+                    t += every;
+                }
+                next_load = Some(if t <= now { now + every } else { t });
+            }
+            if let (Some(dst), Some(t)) = (self.ping_to, next_ping)
+                && t <= now
+            {
+                seq = seq.wrapping_add(1);
+                let _ = session.handle_tun_packet(now, &echo_request(tunnel, dst, 0xb1d, seq));
+                pings.insert(seq, now);
+                next_ping = Some(now + PING_EVERY);
+            }
+            while let Some(t) = session.poll_transmit(self.now(), &mut buf) {
+                let dest = t.destination.unwrap_or(self.server);
+                if let Ok(n) = channel.seal(&mut buf, t.len) {
+                    let _ = sock.send_to(&buf[..n], dest).await;
+                }
+            }
+            while let Some(p) = session.poll_deliver() {
+                if let Some(s) = echo_reply_seq(&p, 0xb1d)
+                    && let Some(at) = pings.remove(&s)
+                {
+                    let _ = reports.send(Report::Rtt(self.now().saturating_duration_since(at)));
+                }
+            }
+        }
+    }
+}
+
+/// The server's resident memory, bytes.
+fn rss(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|k| k.parse::<u64>().ok())
+        .map_or(0, |k| k * 1024)
+}
+
+/// CPU seconds (user + system) a process used.
+fn cpu_seconds(pid: &str) -> f64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = s.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<f64> = after.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    // Fields 14 and 15 (utime, stime) are the 12th and 13th after the command name.
+    (f.get(11).unwrap_or(&0.0) + f.get(12).unwrap_or(&0.0)) / 100.0
+}
+
+/// Packets each vehicle's session delivered to the server's TUN device, by vehicle name.
+fn delivered(control: &str) -> Result<HashMap<String, u64>, Error> {
+    let mut s = std::os::unix::net::UnixStream::connect(control)?;
+    s.write_all(b"{\"cmd\":\"status\"}\n")?;
+    let mut line = String::new();
+    std::io::BufReader::new(s).read_line(&mut line)?;
+    let v: serde_json::Value = serde_json::from_str(&line)?;
+    let sessions = v["status"]["sessions"].as_array().cloned().unwrap_or_default();
+    Ok(sessions
+        .iter()
+        .map(|x| (x["peer"].as_str().unwrap_or_default().to_string(), x["delivered"].as_u64().unwrap_or(0)))
+        .collect())
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Collects vehicle 0's round trips for `secs`, handling join reports meanwhile.
+async fn collect(
+    rx: &mut mpsc::UnboundedReceiver<Report>,
+    until: tokio::time::Instant,
+    rtts: &mut Vec<Duration>,
+    joined: &mut Vec<(usize, Duration, u32, u32)>,
+    failed: &mut Vec<(usize, String)>,
+    stop_when_joined: Option<usize>,
+) {
+    loop {
+        if stop_when_joined.is_some_and(|n| joined.len() + failed.len() >= n) {
+            return;
+        }
+        match tokio::time::timeout_at(until, rx.recv()).await {
+            Ok(Some(Report::Rtt(d))) => rtts.push(d),
+            Ok(Some(Report::Joined { i, after, attempts, cookies })) => joined.push((i, after, attempts, cookies)),
+            Ok(Some(Report::Failed { i, error })) => failed.push((i, error)),
+            Ok(None) | Err(_) => return,
+        }
+    }
+}
+
+fn summary(name: &str, rtts: &mut [Duration]) -> (f64, f64) {
+    rtts.sort();
+    let (p50, p99) = (ms(percentile(rtts, 0.5)), ms(percentile(rtts, 0.99)));
+    println!(
+        "{name}: {} pings, p50 {p50:.2} ms, p99 {p99:.2} ms, max {:.2} ms",
+        rtts.len(),
+        ms(*rtts.last().unwrap_or(&Duration::ZERO))
+    );
+    (p50, p99)
+}
+
+async fn run(args: &[String]) -> Result<(), Error> {
+    if args.len() < 5 {
+        return Err(
+            "usage: fleet run SERVER:PORT SERVER_PUBKEY N SERVER_PID CONTROL [LOAD [MBIT_PER_VEHICLE [SECS]]]".into()
+        );
+    }
+    let server: SocketAddr = args[0].parse()?;
+    let server_pub = PublicKey(braid::decode_key(&args[1]).ok_or("server public key: not 32 bytes of base64")?);
+    let n: usize = args[2].parse()?;
+    let pid: u32 = args[3].parse()?;
+    let control = args[4].clone();
+    let load: usize = args.get(5).map_or(Ok(50), |s| s.parse())?;
+    let mbit: f64 = args.get(6).map_or(Ok(4.0), |s| s.parse())?;
+    let secs: f64 = args.get(7).map_or(Ok(5.0), |s| s.parse())?;
+    let origin = std::time::Instant::now();
+    let (phase_tx, phase_rx) = watch::channel(Phase::Idle);
+    let (rep_tx, mut rep_rx) = mpsc::unbounded_channel();
+    let sent = Arc::new(AtomicU64::new(0));
+    let spawn = |i: usize, ping: bool| {
+        let ping_to = ping.then_some(Ipv4Addr::new(10, 77, 0, 1));
+        let v = Vehicle { i, server, server_pub, ping_to, loads: (1..=load).contains(&i), origin };
+        tokio::spawn(v.run(phase_rx.clone(), rep_tx.clone(), sent.clone()))
+    };
+    let rss0 = rss(pid);
+    let (mut joined, mut failed, mut idle_rtts) = (Vec::new(), Vec::new(), Vec::new());
+    // Vehicle 0, the one whose round trips are measured, runs on a thread of its own: on the
+    // emulator's thread its pings would wait behind the other vehicles' handshakes (their
+    // Diffie-Hellman work), which says nothing about the server.
+    let probe = {
+        let v = Vehicle { i: 0, server, server_pub, ping_to: Some(Ipv4Addr::new(10, 77, 0, 1)), loads: false, origin };
+        let (phase, reports, sent) = (phase_rx.clone(), rep_tx.clone(), sent.clone());
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build();
+            if let Ok(rt) = rt {
+                rt.block_on(v.run(phase, reports, sent));
+            }
+        })
+    };
+    let mut tasks = Vec::new();
+    let far = tokio::time::Instant::now() + Duration::from_secs(30);
+    collect(&mut rep_rx, far, &mut idle_rtts, &mut joined, &mut failed, Some(1)).await;
+    if joined.is_empty() {
+        return Err(format!("vehicle 0 did not join: {failed:?}").into());
+    }
+    idle_rtts.clear();
+    let idle_until = tokio::time::Instant::now() + Duration::from_secs(5);
+    collect(&mut rep_rx, idle_until, &mut idle_rtts, &mut joined, &mut failed, None).await;
+    println!("vehicle 0 joined in {:.1} ms", ms(joined[0].1));
+    let (_, idle_p99) = summary("established vehicle, idle", &mut idle_rtts);
+
+    // The other N join at once while vehicle 0 keeps pinging.
+    let t = std::time::Instant::now();
+    let cpu_join0 = (cpu_seconds(&pid.to_string()), cpu_seconds("self"));
+    for i in 1..=n {
+        tasks.push(spawn(i, false));
+    }
+    let mut join_rtts = Vec::new();
+    let until = tokio::time::Instant::now() + Duration::from_secs(300);
+    collect(&mut rep_rx, until, &mut join_rtts, &mut joined, &mut failed, Some(n + 1)).await;
+    let join_s = t.elapsed().as_secs_f64();
+    // At least a second of pings, so that a fast join still gives a p99 of 50 samples.
+    let at_least = tokio::time::Instant::from_std(t + Duration::from_secs(1));
+    collect(&mut rep_rx, at_least, &mut join_rtts, &mut joined, &mut failed, None).await;
+    let cpu_join = (cpu_seconds(&pid.to_string()) - cpu_join0.0, cpu_seconds("self") - cpu_join0.1);
+    let ok = joined.len() - 1;
+    let attempts: u32 = joined[1..].iter().map(|j| j.2).sum();
+    let cookies: u32 = joined[1..].iter().map(|j| j.3).sum();
+    let mut join_times: Vec<Duration> = joined[1..].iter().map(|j| j.1).collect();
+    join_times.sort();
+    println!(
+        "{ok} of {n} vehicles joined in {join_s:.2} s: {:.0} handshakes/s; {attempts} initiations ({cookies} cookie replies), per-vehicle join time p50 {:.0} ms p99 {:.0} ms; CPU: server {:.2} s, emulator {:.2} s",
+        ok as f64 / join_s,
+        ms(percentile(&join_times, 0.5)),
+        ms(percentile(&join_times, 0.99)),
+        cpu_join.0,
+        cpu_join.1,
+    );
+    for (i, e) in failed.iter().take(5) {
+        println!("vehicle {i} failed: {e}");
+    }
+    let (_, join_p99) = summary("established vehicle while the others join (and at least 1 s)", &mut join_rtts);
+    println!("join-time p99 / idle p99: {:.2}", join_p99 / idle_p99.max(1e-9));
+
+    // Idle: the server's memory per session, and the established vehicle's round trip with
+    // every session open.
+    let settle = tokio::time::Instant::now() + Duration::from_secs(1);
+    collect(&mut rep_rx, settle, &mut Vec::new(), &mut joined, &mut failed, None).await;
+    let mut full_rtts = Vec::new();
+    let cpu_idle0 = cpu_seconds(&pid.to_string());
+    let idle_until = tokio::time::Instant::now() + Duration::from_secs(5);
+    collect(&mut rep_rx, idle_until, &mut full_rtts, &mut joined, &mut failed, None).await;
+    let cpu_idle = cpu_seconds(&pid.to_string()) - cpu_idle0;
+    let (_, full_p99) = summary("established vehicle, idle, all sessions open", &mut full_rtts);
+    println!("server CPU with every session open and idle: {:.2} s per s", cpu_idle / 5.0);
+    println!("all-open p99 / idle p99: {:.2}", full_p99 / idle_p99.max(1e-9));
+    let rss1 = rss(pid);
+    let sessions = delivered(&control)?.len();
+    println!(
+        "server RSS {:.1} MB before, {:.1} MB with {sessions} sessions idle: {:.1} KB per session",
+        rss0 as f64 / 1e6,
+        rss1 as f64 / 1e6,
+        (rss1.saturating_sub(rss0)) as f64 / sessions.max(1) as f64 / 1e3
+    );
+
+    // Load: LOAD vehicles offer MBIT each.
+    let load = load.min(n);
+    let before = delivered(&control)?;
+    let cpu_load0 = (cpu_seconds(&pid.to_string()), cpu_seconds("self"));
+    let t = std::time::Instant::now();
+    // Vehicles 1..=LOAD offer load; the others stay idle.
+    phase_tx.send(Phase::Load(mbit * 1e6))?;
+    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+    phase_tx.send(Phase::Idle)?;
+    let el = t.elapsed().as_secs_f64();
+    let cpu_load = (cpu_seconds(&pid.to_string()) - cpu_load0.0, cpu_seconds("self") - cpu_load0.1);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = delivered(&control)?;
+    let rates: Vec<f64> = (1..=n)
+        .filter(|i| *i <= load)
+        .map(|i| {
+            let name = vehicle_name(i);
+            let d = after.get(&name).copied().unwrap_or(0).saturating_sub(before.get(&name).copied().unwrap_or(0));
+            d as f64 * LOAD_PACKET as f64 * 8.0 / el
+        })
+        .collect();
+    let total: f64 = rates.iter().sum();
+    let sq: f64 = rates.iter().map(|r| r * r).sum();
+    let jain = if sq > 0.0 { total * total / (rates.len() as f64 * sq) } else { 0.0 };
+    let offered = sent.load(Ordering::Relaxed) as f64 * LOAD_PACKET as f64 * 8.0 / el;
+    let (lo, hi) = rates.iter().fold((f64::MAX, 0.0f64), |(a, b), r| (a.min(*r), b.max(*r)));
+    println!(
+        "load: {load} vehicles x {mbit} Mbit/s offered ({:.0} Mbit/s taken by the sessions), {:.0} Mbit/s delivered by the server; per vehicle {:.2}..{:.2} Mbit/s, Jain's index {jain:.3}; CPU over {el:.1} s: server {:.2} s, emulator {:.2} s",
+        offered / 1e6,
+        total / 1e6,
+        lo / 1e6,
+        hi / 1e6,
+        cpu_load.0,
+        cpu_load.1
+    );
+    phase_tx.send(Phase::Stop)?;
+    for t in tasks {
+        let _ = tokio::time::timeout(Duration::from_secs(2), t).await;
+    }
+    let _ = probe.join();
+    Ok(())
+}
+
+/// The decoding the example needs from the daemon, kept here (braid is a binary crate).
+mod braid {
+    pub fn decode_key(s: &str) -> Option<[u8; 32]> {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.decode(s.trim()).ok()?.try_into().ok()
+    }
+}
+
+fn main() -> Result<(), Error> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("keys") => {
+            let n: usize = args.get(1).ok_or("usage: fleet keys N")?.parse()?;
+            for i in 0..=n {
+                println!("{} {}", vehicle_name(i), b64(&secret(i).public_key().0));
+            }
+            Ok(())
+        }
+        Some("run") => {
+            // One thread: the server gets the other core.
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            rt.block_on(run(&args[1..]))
+        }
+        _ => Err("usage: fleet keys N | fleet run ...".into()),
+    }
+}

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# A fleet against one real `braid server`: N emulated vehicles (braid-proto sessions with their
+# own handshakes and UDP sockets, driven from one process: crates/braid/examples/fleet.rs) in a
+# namespace of their own, over loopback. Prints, per round:
+#   - an established vehicle's ping round trip through the server, idle and while the N others
+#     join at once (p50, p99, and the ratio of the p99s);
+#   - how fast the N join (handshakes/s, initiations and cookie replies it took);
+#   - the server's memory per idle session (RSS before the first and after the last join);
+#   - LOAD vehicles offering MBIT Mbit/s each: aggregate throughput the server delivered and
+#     per-vehicle fairness (Jain's index), with the CPU seconds of server and emulator (the
+#     emulator runs on one thread; when it is the one at 1 s/s it, not the server, is the limit).
+# Needs root (namespace, TUN). Not a timed test: figures are printed, never asserted.
+#   scripts/bench-fleet.sh [N] [LOAD] [MBIT_PER_VEHICLE] [SECS] [ROUNDS]
+#   BASELINE=/path/to/older/braid scripts/bench-fleet.sh 1000   # the same rounds with that server too
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-1000}
+LOAD=${2:-50}
+MBIT=${3:-4}
+SECS=${4:-5}
+ROUNDS=${5:-1}
+BASELINE=${BASELINE:-}
+[ "$(id -u)" = 0 ] || { echo "bench-fleet: needs root (namespace, TUN)" >&2; exit 1; }
+[ -z "$BASELINE" ] || [ -x "$BASELINE" ] || { echo "bench-fleet: BASELINE $BASELINE is not an executable" >&2; exit 1; }
+NS=bfleet-$$
+TMP=$(mktemp -d)
+SERVER_PID=""
+cleanup() {
+  [ -z "$SERVER_PID" ] || { kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; }
+  ip netns del "$NS" 2>/dev/null || true
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+cargo build --release --quiet -p braid --bin braid --example fleet
+BIN=$PWD/target/release/braid
+FLEET=$PWD/target/release/examples/fleet
+
+ip netns add "$NS"
+ip netns exec "$NS" ip link set lo up
+# The load phase's passenger packets go to 198.18.0.1: dropped by the server's kernel.
+ip netns exec "$NS" ip route add blackhole 198.18.0.0/15
+ulimit -n 65536 2>/dev/null || true
+
+"$BIN" genkey > "$TMP/server.key"
+chmod 600 "$TMP/server.key"
+PUB=$("$BIN" pubkey < "$TMP/server.key")
+"$FLEET" keys "$N" > "$TMP/vehicles"
+
+# The server's file; with ALLOWED=1 every [[peer]] lists its tunnel address (allowed_ips), which
+# servers that route by configured addresses need.
+write_config() {
+  local allowed=$1
+  {
+    echo "listen = \"127.0.0.1:7700\""
+    echo "private_key = \"$TMP/server.key\""
+    echo "tun = { name = \"braidf0\", address = \"10.77.0.1/16\" }"
+    echo "control = \"$TMP/server.sock\""
+    echo "max_sessions = $((N + 64))"
+    local i=0
+    while read -r name key; do
+      echo "[[peer]]"
+      echo "name = \"$name\""
+      echo "public_key = \"$key\""
+      if [ "$allowed" = 1 ]; then
+        echo "allowed_ips = [\"10.77.$((i / 250 + 1)).$((i % 250 + 2))/32\"]"
+      fi
+      i=$((i + 1))
+    done < "$TMP/vehicles"
+  } > "$TMP/server.toml"
+}
+
+start_server() {
+  local bin=$1
+  ip netns exec "$NS" "$bin" server --config "$TMP/server.toml" > "$TMP/server.log" 2>&1 &
+  SERVER_PID=$!
+  for _ in $(seq 100); do
+    [ -S "$TMP/server.sock" ] && return 0
+    kill -0 "$SERVER_PID" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+
+stop_server() {
+  kill "$SERVER_PID" 2>/dev/null || true
+  wait "$SERVER_PID" 2>/dev/null || true
+  SERVER_PID=""
+}
+
+# A server that knows allowed_ips takes the file with it; an older one refuses the key.
+write_config 1
+if ! start_server "$BIN"; then
+  if grep -q "allowed_ips" "$TMP/server.log"; then
+    write_config 0
+    start_server "$BIN" || { cat "$TMP/server.log" >&2; exit 1; }
+  else
+    cat "$TMP/server.log" >&2
+    exit 1
+  fi
+fi
+stop_server
+
+echo "bench-fleet: $N vehicles, $LOAD of them offering $MBIT Mbit/s for $SECS s, $ROUNDS round(s); $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+for r in $(seq "$ROUNDS"); do
+  for bin in "$BIN" ${BASELINE:+"$BASELINE"}; do
+    label=braid; [ "$bin" = "$BIN" ] || label=baseline
+    start_server "$bin" || { cat "$TMP/server.log" >&2; exit 1; }
+    echo "--- r$r $label ($bin)"
+    ip netns exec "$NS" "$FLEET" run 127.0.0.1:7700 "$PUB" "$N" "$SERVER_PID" "$TMP/server.sock" "$LOAD" "$MBIT" "$SECS" \
+      || { echo "bench-fleet: the emulator failed; server log:" >&2; tail -20 "$TMP/server.log" >&2; }
+    stop_server
+    sleep 1
+  done
+done
