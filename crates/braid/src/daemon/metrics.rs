@@ -16,7 +16,15 @@ pub async fn spawn(addr: SocketAddr, tx: mpsc::Sender<Input>) -> anyhow::Result<
     let listener = TcpListener::bind(addr).await.with_context(|| format!("metrics: cannot listen on {addr}"))?;
     tokio::spawn(async move {
         loop {
-            let Ok((mut stream, _)) = listener.accept().await else { continue };
+            let mut stream = match listener.accept().await {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors, say: the error would repeat at once and spin.
+                    tracing::warn!(error = %e, "metrics: accept failed; backing off");
+                    tokio::time::sleep(super::control::ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            };
             let tx = tx.clone();
             tokio::spawn(async move {
                 // The request head, bounded in size and time: nothing else of it is needed.
@@ -83,10 +91,20 @@ pub fn render(s: &DaemonStatus) -> String {
             ("malformed", r.malformed),
             ("rate_limited", r.rate_limited),
             ("unknown_key", r.unknown_key),
+            ("expired", r.expired),
         ]
         .iter()
         .map(|(k, v)| (format!("{{reason=\"{k}\"}}"), *v as f64))
         .collect(),
+    );
+    metric(
+        "passenger_dropped_total",
+        "Passenger packets out of a vehicle's session dropped by the server, by reason.",
+        "counter",
+        [("source_not_allowed", s.passenger_dropped.source_not_allowed), ("not_ip", s.passenger_dropped.not_ip)]
+            .iter()
+            .map(|(k, v)| (format!("{{reason=\"{k}\"}}"), *v as f64))
+            .collect(),
     );
     metric("handshakes_total", "Handshakes completed.", "counter", vec![(String::new(), s.handshakes as f64)]);
     metric("sessions", "Open sessions.", "gauge", vec![(String::new(), s.sessions.len() as f64)]);
