@@ -51,6 +51,7 @@ control = "$TMP/s.sock"
 [[peer]]
 name = "$peer"
 public_key = "$CPUB"
+allowed_ips = ["10.77.0.2/32"]
 [session]
 recovery = "$scheme"
 EOT

@@ -46,7 +46,7 @@ fn main() {
         let seal = time(min, || {
             seq = (seq + 1) & 0xff_ffff;
             buf[LINK_SEQ_OFFSET..LINK_SEQ_OFFSET + 3].copy_from_slice(&seq.to_be_bytes()[1..]);
-            black_box(tx.seal(&mut buf, LEN).ok());
+            black_box(tx.seal(now, &mut buf, LEN).ok());
         });
         // Open a fresh sealed datagram each time (the replay window refuses repeats).
         let mut out = Vec::with_capacity(LEN + TAG_LEN);
@@ -74,5 +74,5 @@ fn main() {
 }
 
 fn rx_seal(tx: &mut SecureChannel, buf: &mut [u8]) -> usize {
-    tx.seal(buf, LEN).unwrap_or(0)
+    tx.seal(Instant::from_micros(0), buf, LEN).unwrap_or(0)
 }

@@ -220,7 +220,7 @@ fn start_braid(topo: &Topology, scheme: &SchemeSpec, braid_bin: &Path, run: &mut
     let server = format!(
         "listen = \"0.0.0.0:{BRAID_PORT}\"\nprivate_key = \"{}\"\n\
          tun = {{ name = \"braid0\", address = \"10.77.0.1/24\" }}\ncontrol = \"{}\"\n{session}\
-         [[peer]]\nname = \"van\"\npublic_key = \"{cpub}\"\n",
+         [[peer]]\nname = \"van\"\npublic_key = \"{cpub}\"\nallowed_ips = [\"10.77.0.2/32\", \"{RIDERS_NET}\"]\n",
         skey.display(),
         ssock.display()
     );

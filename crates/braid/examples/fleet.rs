@@ -173,7 +173,7 @@ impl Vehicle {
                 match init.handle(self.now(), &rbuf[..len]) {
                     Ok(InitiatorEvent::Established(e)) => break 'join e,
                     // Under load: the next initiation carries the cookie; send it at once.
-                    Ok(InitiatorEvent::CookieStored) => {
+                    Ok(InitiatorEvent::CookieStored { .. }) => {
                         cookies += 1;
                         continue 'join;
                     }
@@ -258,7 +258,7 @@ impl Vehicle {
             }
             while let Some(t) = session.poll_transmit(self.now(), &mut buf) {
                 let dest = t.destination.unwrap_or(self.server);
-                if let Ok(n) = channel.seal(&mut buf, t.len) {
+                if let Ok(n) = channel.seal(self.now(), &mut buf, t.len) {
                     let _ = sock.send_to(&buf[..n], dest).await;
                 }
             }

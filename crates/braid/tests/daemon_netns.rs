@@ -175,6 +175,7 @@ control = "{d}/server.sock"
 [[peer]]
 name = "bus-17"
 public_key = "{client_pub}"
+allowed_ips = ["10.77.0.2/32"]
 "#
         ),
     )

@@ -5,6 +5,10 @@
 //! anyhow. Parsing never queries DNS (the client looks its servers up when it joins); the target
 //! uses `ClientConfig::parse_unresolved`, which says so in its name.
 
+/// And `super::allowed_ips` for the peers' `allowed_ips`.
+#[allow(dead_code, unreachable_pub, missing_docs)]
+#[path = "../../../braid/src/daemon/allowed_ips.rs"]
+mod allowed_ips;
 #[allow(dead_code, unreachable_pub, missing_docs)]
 #[path = "../../../braid/src/daemon/config.rs"]
 mod daemon_config;
@@ -101,11 +105,13 @@ scheduler = "min-delay"
 name = "bus-1"
 public_key = "AwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwM="
 preshared_key = "/etc/braid/bus-1.psk"
+allowed_ips = ["10.77.0.2/32", "10.1.0.0/24"]
 [[peer]]
 name = "bus-2"
 public_key = "BAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQ="
+allowed_ips = ["10.77.0.3", "fd00:2::/64"]
 "#,
-        "listen = \"0.0.0.0:7700\"\nprivate_key = \"k\"\ntun = { name = \"braid0\", address = \"10.77.0.1/24\" }\n[[peer]]\nname = \"v\"\npublic_key = \"BQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQU=\"\n",
+        "listen = \"0.0.0.0:7700\"\nprivate_key = \"k\"\ntun = { name = \"braid0\", address = \"10.77.0.1/24\" }\n[[peer]]\nname = \"v\"\npublic_key = \"BQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQU=\"\nallowed_ips = [\"10.77.0.2\"]\n",
     ]
     .iter()
     .map(|s| s.as_bytes().to_vec())

@@ -10,8 +10,8 @@ use super::{Ops, OpsWriter, Target, Verdict};
 use braid_proto::crypto::PublicKey;
 use braid_proto::crypto::replay::ReplayError;
 use braid_proto::crypto::{
-    CipherSuite, INITIATION_LEN, InitiationOutcome, Initiator, InitiatorEvent, PeerConfig, REPLAY_WINDOW, RESPONSE_LEN,
-    ReplayWindow, Responder, SecureChannel, SessionKeys, StaticSecret, TAG_LEN,
+    CipherSuite, INITIATION_LEN, InitiationOutcome, Initiator, InitiatorEvent, MAX_PENDING, PeerConfig, REPLAY_WINDOW,
+    RESPONSE_LEN, ReplayWindow, Responder, SecureChannel, SessionKeys, StaticSecret, TAG_LEN,
 };
 use braid_proto::wire::{DataRepr, HEADER_LEN, Header, PacketType};
 use braid_proto::{Instant, LinkId};
@@ -157,7 +157,12 @@ impl ResponderWorld {
                     panic!("a forged initiation was accepted: {d:02x?}");
                 };
                 assert_eq!(p.peer, c, "accepted as the wrong peer");
-                assert!(ts > self.last_ts[c], "initiation with timestamp {ts} accepted after {}", self.last_ts[c]);
+                // A stale one authenticates but is marked so; the daemon answers it only where
+                // that cannot disturb a live session, so here it gets no response.
+                assert_eq!(p.fresh, ts > self.last_ts[c], "initiation with timestamp {ts} after {}", self.last_ts[c]);
+                if !p.fresh {
+                    return None;
+                }
                 self.last_ts[c] = ts;
                 self.accepted = true;
                 self.session = self.session % 0xfff0 + 1;
@@ -183,7 +188,7 @@ impl ResponderWorld {
             Ok(InitiatorEvent::Established(e)) => {
                 assert_eq!(e.session, self.session, "established on another session than the server named");
             }
-            Ok(InitiatorEvent::CookieStored) => {}
+            Ok(InitiatorEvent::CookieStored { .. }) => {}
             other => panic!("the genuine reply to a genuine initiation was refused: {other:?}"),
         }
         buf.to_vec()
@@ -388,20 +393,34 @@ fn run_initiator(input: &[u8]) -> Verdict {
                 match c.handle(now, d) {
                     Ok(InitiatorEvent::Established(e)) => {
                         assert!(pending, "established without a pending initiation");
-                        let genuine = a.responses[ci].get(k).and_then(|rs| rs.iter().find(|r| r.0 == d[..RESP_AUTH]));
-                        let Some((_, session, keys)) = genuine else {
-                            panic!("a forged response established initiation {k}: {d:02x?}");
+                        // Any of the initiations still pending (up to MAX_PENDING) may be answered.
+                        let window = k.saturating_sub(MAX_PENDING - 1)..=k;
+                        let genuine = window.clone().find_map(|j| {
+                            a.responses[ci]
+                                .get(j)
+                                .and_then(|rs| rs.iter().find(|r| r.0 == d[..RESP_AUTH]))
+                                .map(|r| (j, r))
+                        });
+                        let Some((j, (_, session, keys))) = genuine else {
+                            panic!("a forged response established one of initiations {window:?}: {d:02x?}");
                         };
-                        assert!(established_k.insert(k), "initiation {k} established twice");
+                        assert!(established_k.insert(j), "initiation {j} established twice");
+                        assert!(
+                            established_k.iter().all(|&x| x <= j),
+                            "an older initiation established after a newer one"
+                        );
                         assert_eq!(e.session, *session);
                         assert_eq!((e.keys.send, e.keys.recv), (keys.send, keys.recv), "keys differ from the server's");
-                        assert!(!c.is_pending());
+                        assert_eq!(c.is_pending(), j < k, "newer initiations stay pending, older ones go");
                         accepted = true;
                     }
-                    Ok(InitiatorEvent::CookieStored) => {
+                    Ok(InitiatorEvent::CookieStored { .. }) => {
                         assert!(pending, "cookie stored without a pending initiation");
-                        let ok = a.cookies[ci].get(k).is_some_and(|cs| cs.iter().any(|b| b[..] == d[HEADER_LEN..]));
-                        assert!(ok, "a forged cookie reply was stored for initiation {k}: {d:02x?}");
+                        let window = k.saturating_sub(MAX_PENDING - 1)..=k;
+                        let ok = window.clone().any(|j| {
+                            a.cookies[ci].get(j).is_some_and(|cs| cs.iter().any(|b| b[..] == d[HEADER_LEN..]))
+                        });
+                        assert!(ok, "a forged cookie reply was stored for one of initiations {window:?}: {d:02x?}");
                         accepted = true;
                     }
                     Ok(InitiatorEvent::UnknownSession(s)) => {
@@ -526,7 +545,7 @@ fn sealed() -> &'static Sealed {
                 let n = HEADER_LEN
                     + DataRepr { seq, ack: None, payload: &payload }.emit(&mut buf[HEADER_LEN..]).expect("fits");
                 let plain = buf[..n].to_vec();
-                let m = c.seal(&mut buf, n).expect("fits");
+                let m = c.seal(T0, &mut buf, n).expect("fits");
                 assert_eq!(m, n + TAG_LEN);
                 buf.truncate(m);
                 s.genuine[i].insert(buf.clone(), plain);

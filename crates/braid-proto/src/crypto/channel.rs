@@ -17,10 +17,15 @@
 //! [`KEY_GRACE`](super::KEY_GRACE); the responder keeps sealing with the old keys until a datagram
 //! opens under the new ones (the initiator's confirmation), then switches. The per-link replay
 //! windows run across epochs since the counters do.
+//!
+//! On a slow uplink (a round trip of a second or more) the initiator may retry a rekey before the
+//! first response is back, and the responder answers each: it keeps up to [`MAX_NEXT`]
+//! unconfirmed epochs, and the one the initiator seals with wins, so whichever response the
+//! initiator takes, the responder follows. Keys older than [`REJECT_AFTER`] are refused both ways.
 
 use super::aead::{CipherSuite, DirectionKey};
 use super::replay::ReplayWindow;
-use super::{KEY_GRACE, KEY_LEN, Reject, TAG_LEN};
+use super::{KEY_GRACE, KEY_LEN, REJECT_AFTER, Reject, TAG_LEN};
 use crate::Instant;
 use crate::wire::{HEADER_LEN, LINK_ID_OFFSET, LINK_SEQ_OFFSET};
 
@@ -51,7 +56,15 @@ impl Epoch {
     fn new(k: &SessionKeys, now: Instant) -> Self {
         Epoch { send: DirectionKey::new(k.suite, &k.send), recv: DirectionKey::new(k.suite, &k.recv), born: now }
     }
+
+    fn expired(&self, now: Instant) -> bool {
+        now.saturating_duration_since(self.born) >= REJECT_AFTER
+    }
 }
+
+/// Most unconfirmed rekey epochs a responder keeps (the initiator keeps as many initiations
+/// pending, [`super::handshake::MAX_PENDING`]).
+pub const MAX_NEXT: usize = super::handshake::MAX_PENDING;
 
 /// Why a datagram could not be sealed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -59,6 +72,9 @@ pub enum SealError {
     /// The datagram is shorter than the clear header.
     #[error("datagram shorter than the header")]
     TooShort,
+    /// The keys are older than [`REJECT_AFTER`]: a new handshake is needed.
+    #[error("keys expired")]
+    Expired,
     /// The buffer has no room for the tag after the datagram.
     #[error("no room for the tag: need {need} bytes, have {have}")]
     BufferTooSmall {
@@ -77,8 +93,9 @@ pub struct SecureChannel {
     current: Epoch,
     /// Old keys still accepted for receiving, until the instant given.
     previous: Option<(Epoch, Instant)>,
-    /// Responder only: keys of a finished rekey handshake, not yet confirmed by the initiator.
-    next: Option<Epoch>,
+    /// Responder only: keys of finished rekey handshakes, not yet confirmed by the initiator,
+    /// oldest first (at most [`MAX_NEXT`]).
+    next: Vec<Epoch>,
     tx_counters: Vec<Option<u64>>,
     rx_windows: Vec<Option<Box<ReplayWindow>>>,
     last_authentic: Instant,
@@ -91,7 +108,7 @@ impl SecureChannel {
         SecureChannel {
             current: Epoch::new(keys, now),
             previous: None,
-            next: None,
+            next: Vec::new(),
             tx_counters: vec![None; 256],
             rx_windows: (0..256).map(|_| None).collect(),
             last_authentic: now,
@@ -124,13 +141,26 @@ impl SecureChannel {
             let old = std::mem::replace(&mut self.current, epoch);
             self.previous = Some((old, now + KEY_GRACE));
         } else {
-            self.next = Some(epoch);
+            if self.next.len() >= MAX_NEXT {
+                self.next.remove(0);
+            }
+            self.next.push(epoch);
         }
     }
 
+    /// Whether the sealing keys are older than [`REJECT_AFTER`] (nothing can be sent until a
+    /// handshake replaces them).
+    pub fn expired(&self, now: Instant) -> bool {
+        self.current.expired(now)
+    }
+
     /// Seals the engine's datagram `buf[..len]` in place: encrypts the body, appends the tag and
-    /// returns the sealed length (`len + TAG_LEN`).
-    pub fn seal(&mut self, buf: &mut [u8], len: usize) -> Result<usize, SealError> {
+    /// returns the sealed length (`len + TAG_LEN`). Refused once the keys are older than
+    /// [`REJECT_AFTER`].
+    pub fn seal(&mut self, now: Instant, buf: &mut [u8], len: usize) -> Result<usize, SealError> {
+        if self.current.expired(now) {
+            return Err(SealError::Expired);
+        }
         if len < HEADER_LEN {
             return Err(SealError::TooShort);
         }
@@ -185,12 +215,17 @@ impl SecureChannel {
         {
             self.previous = None;
         }
-        // The epoch most likely to succeed first: current, then a pending next, then previous.
+        // The epoch most likely to succeed first: current, then the pending next ones (newest
+        // first), then previous. Expired keys are not tried.
+        let candidates = std::iter::once(&self.current)
+            .chain(self.next.iter().rev())
+            .chain(self.previous.as_ref().map(|p| &p.0))
+            .enumerate()
+            .filter(|(_, e)| !e.expired(now));
         let mut which = None;
-        for (i, epoch) in
-            [Some(&self.current), self.next.as_ref(), self.previous.as_ref().map(|p| &p.0)].into_iter().enumerate()
-        {
-            let Some(epoch) = epoch else { continue };
+        let mut any = false;
+        for (i, epoch) in candidates {
+            any = true;
             out.clear();
             out.extend_from_slice(datagram);
             let (head, rest) = out.split_at_mut(HEADER_LEN);
@@ -202,13 +237,17 @@ impl SecureChannel {
         }
         let Some(which) = which else {
             out.clear();
-            return Err(Reject::BadMac);
+            return Err(if any { Reject::BadMac } else { Reject::Expired });
         };
-        if which == 1
-            && let Some(next) = self.next.take()
-        {
-            // The initiator confirmed the new keys: seal with them from now on.
-            let old = std::mem::replace(&mut self.current, next);
+        if (1..=self.next.len()).contains(&which) {
+            // The initiator confirmed one of the new epochs: seal with it from now on. Older
+            // unconfirmed ones are dropped (the initiator took a later response); newer ones stay,
+            // since the initiator may still take a later response and seal with that.
+            let idx = self.next.len() - which;
+            let mut newer = self.next.split_off(idx);
+            let confirmed = newer.remove(0);
+            self.next = newer;
+            let old = std::mem::replace(&mut self.current, confirmed);
             self.previous = Some((old, now + KEY_GRACE));
         }
         self.rx_windows[usize::from(link)].get_or_insert_with(Box::default).update(counter);

@@ -16,7 +16,6 @@ use super::{KEY_LEN, PublicKey, ct_eq};
 use crate::Instant;
 use ring::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, UnboundKey};
 use ring::hmac;
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
@@ -184,50 +183,48 @@ impl CookieJar {
 }
 
 /// Per-source token bucket for handshake initiations under load, after WireGuard's
-/// `ratelimiter.c`: 20 per second, bursts of 5, per IP address. The table holds at most
-/// `max_entries` addresses (memory stays bounded under a flood from many addresses); a new address
-/// when it is full is refused until idle entries are swept.
+/// `ratelimiter.c`: 20 per second, bursts of 5, per IP address.
+///
+/// The buckets are a fixed table indexed by a keyed hash of the address, so memory is bounded
+/// and a new address is never refused for want of room: the table WireGuard and earlier braid
+/// kept (one entry per address, refusing new ones when full) let 65,536 spoofed sources lock out
+/// every genuine newcomer. Two addresses that share a bucket share its rate; the hash key is
+/// random per process, so an attacker cannot aim at a given address's bucket, and with the
+/// limiter behind a valid `mac2` only addresses that receive their cookie reach it at all.
 pub struct RateLimiter {
     per_second: f64,
     burst: f64,
-    max_entries: usize,
-    buckets: HashMap<IpAddr, (f64, Instant)>,
-    last_sweep: Instant,
+    buckets: Vec<(f64, Instant)>,
+    hasher: std::collections::hash_map::RandomState,
 }
 
 impl RateLimiter {
-    /// WireGuard's figures: 20 per second, bursts of 5.
-    pub fn new(max_entries: usize) -> Self {
+    /// WireGuard's figures: 20 per second, bursts of 5; `buckets` buckets (at least one).
+    pub fn new(buckets: usize) -> Self {
         RateLimiter {
             per_second: 20.0,
             burst: 5.0,
-            max_entries,
-            buckets: HashMap::new(),
-            last_sweep: Instant::from_micros(0),
+            // A bucket idle since the beginning is full (refilled below from its age).
+            buckets: vec![(5.0, Instant::from_micros(0)); buckets.max(1)],
+            hasher: std::collections::hash_map::RandomState::new(),
         }
     }
 
-    /// Addresses tracked now.
+    /// Buckets in the table (fixed at creation).
     pub fn len(&self) -> usize {
         self.buckets.len()
     }
 
-    /// Whether no address is tracked.
+    /// Always false: the table has at least one bucket.
     pub fn is_empty(&self) -> bool {
         self.buckets.is_empty()
     }
 
-    /// Takes a token for `ip`; false when it has none left.
+    /// Takes a token for `ip`; false when its bucket has none left.
     pub fn allow(&mut self, now: Instant, ip: IpAddr) -> bool {
-        if now.saturating_duration_since(self.last_sweep) >= Duration::from_secs(1) {
-            // Buckets idle for a second are full again: forget them.
-            self.buckets.retain(|_, (_, t)| now.saturating_duration_since(*t) < Duration::from_secs(1));
-            self.last_sweep = now;
-        }
-        if !self.buckets.contains_key(&ip) && self.buckets.len() >= self.max_entries {
-            return false;
-        }
-        let (tokens, at) = self.buckets.entry(ip).or_insert((self.burst, now));
+        use std::hash::BuildHasher;
+        let i = (self.hasher.hash_one(ip) % self.buckets.len() as u64) as usize;
+        let (tokens, at) = &mut self.buckets[i];
         let refill = now.saturating_duration_since(*at).as_secs_f64() * self.per_second;
         *tokens = (*tokens + refill).min(self.burst);
         *at = now;
@@ -254,9 +251,25 @@ mod tests {
         let t1 = t0 + Duration::from_millis(500);
         let later: usize = (0..100).filter(|_| r.allow(t1, ip)).count();
         assert_eq!(later, 5, "half a second at 20/s, capped at the burst");
-        assert!(r.allow(t1, "192.0.2.8".parse().unwrap()));
-        assert!(!r.allow(t1, "192.0.2.9".parse().unwrap()), "table full: a third address is refused");
         assert_eq!(r.len(), 2);
+    }
+
+    #[test]
+    fn rate_limiter_never_locks_out_a_new_source() {
+        // 65,536 sources exhaust what they can; a source never seen before still gets through
+        // (the limiter used to refuse new sources once 4,096 were tracked).
+        let mut r = RateLimiter::new(4096);
+        let t0 = Instant::from_micros(10_000_000);
+        for i in 0..65_536u32 {
+            let ip = IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + i));
+            for _ in 0..10 {
+                r.allow(t0, ip);
+            }
+        }
+        let newcomer: IpAddr = "192.0.2.200".parse().unwrap();
+        let t1 = t0 + Duration::from_millis(300);
+        assert!(r.allow(t1, newcomer), "a new source is refused after a flood from many sources");
+        assert_eq!(r.len(), 4096, "memory bounded");
     }
 
     #[test]

@@ -3,21 +3,29 @@
 //!
 //! ```text
 //! initiation (client -> server), 153 bytes:
-//!   clear header (type Handshake, flags 0, session 0) | noise msg 1 (e, es, s, ss) | mac1 | mac2
+//!   clear header (type Handshake, flags 0, session 0, seq = tag) | noise msg 1 (e, es, s, ss) | mac1 | mac2
 //!   msg 1 payload (encrypted): cipher suite u8, session wanted u32 (0 = new), timestamp u64
 //! response (server -> client), 96 bytes:
-//!   clear header (flags 1, session = the session id)   | noise msg 2 (e, ee, se, psk) | mac1 | mac2
+//!   clear header (flags 1, session = the session id, seq = tag) | noise msg 2 (e, ee, se, psk) | mac1 | mac2
 //!   msg 2 payload (encrypted): u32 = continued flag (bit 24) | session id (bits 0-23)
-//! cookie reply (server -> client), 56 bytes: header (flags 2) | nonce | sealed cookie
+//! cookie reply (server -> client), 56 bytes: header (flags 2, seq = tag) | nonce | sealed cookie
 //! unknown-session hint (server -> client), 12 bytes: header (flags 3, session = the unknown id)
 //! ```
+//!
+//! The tag is a 24-bit number the client picks per initiation, in the header's per-link sequence
+//! field (handshakes have no other use for it); the server's answers echo it, so the client knows
+//! which of its pending initiations ([`MAX_PENDING`]) a response or cookie reply answers, as
+//! WireGuard's sender index does. mac1 covers it; a forged tag only points a response at another
+//! initiation, whose Noise state then refuses it.
 //!
 //! The client names in its initiation the session it wants to continue (a rekey) or 0; the server
 //! continues it when that session exists and belongs to the same static key, and otherwise opens a
 //! new one and names its id in the response, so the session id, like the keys, comes out of an
 //! authenticated exchange. The timestamp (nanoseconds of wall-clock time, WireGuard's TAI64N,
-//! 5.1) must grow from one accepted initiation of a peer to the next, so a recorded initiation
-//! cannot be replayed to reset a session. `mac1`/`mac2` are in [`super::cookie`].
+//! 5.1) normally grows from one accepted initiation of a peer to the next, so a recorded
+//! initiation cannot be replayed to reset a session; the [`Responder`] reports a stale one
+//! instead of refusing it, and the server answers it only where that cannot hurt (see
+//! [`PendingResponse::fresh`]). `mac1`/`mac2` are in [`super::cookie`].
 //!
 //! snow needs randomness for the ephemeral keys; it gets a ChaCha20 stream seeded from the
 //! [`Initiator`]'s or [`Responder`]'s own seeded generator, never from the OS (DESIGN.md 2).
@@ -125,17 +133,65 @@ impl From<snow::Error> for HandshakeError {
     }
 }
 
-fn header(kind: HandshakeKind, session: u32, link: LinkId, now: Instant, out: &mut [u8]) {
+/// Writes a handshake header; `tag` goes in the per-link sequence field, unused otherwise by
+/// handshakes: the initiation's tag, which the server's answers echo.
+fn header(kind: HandshakeKind, session: u32, link: LinkId, tag: u32, now: Instant, out: &mut [u8]) {
     let h = Header {
         ptype: PacketType::Handshake,
         flags: kind.flags(),
         session: session & Header::MAX_SESSION,
         link,
-        link_seq: 0,
+        link_seq: tag & TAG_MASK,
         timestamp: now.wire_timestamp(),
     };
     // Callers check that `out` holds the whole message, so the 12 bytes fit.
     let _ = h.emit(out);
+}
+
+/// Bits of an initiation's tag (the header's 24-bit per-link sequence field).
+const TAG_MASK: u32 = 0x00ff_ffff;
+
+/// X25519 through snow's default implementation, refusing an all-zero result. A peer's static or
+/// ephemeral key of small order makes the shared secret zero, known to everybody; Noise leaves the
+/// check to the implementation (spec rev. 34, 12.1 allows it), WireGuard makes it in
+/// `curve25519()` (5.4.2: "returns zero if the result is the identity"), and so does braid: the
+/// handshake fails instead of deriving keys from a public value.
+struct CheckedDh(Box<dyn snow::types::Dh>);
+
+impl snow::types::Dh for CheckedDh {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+    fn pub_len(&self) -> usize {
+        self.0.pub_len()
+    }
+    fn priv_len(&self) -> usize {
+        self.0.priv_len()
+    }
+    fn set(&mut self, privkey: &[u8]) {
+        self.0.set(privkey)
+    }
+    fn generate(&mut self, rng: &mut dyn snow::types::Random) -> Result<(), snow::Error> {
+        self.0.generate(rng)
+    }
+    fn pubkey(&self) -> &[u8] {
+        self.0.pubkey()
+    }
+    fn privkey(&self) -> &[u8] {
+        self.0.privkey()
+    }
+    fn dh(&self, pubkey: &[u8], out: &mut [u8]) -> Result<(), snow::Error> {
+        self.0.dh(pubkey, out)?;
+        let n = self.0.dh_len().min(out.len());
+        // Constant time: the result is secret when it is not zero.
+        if out[..n].iter().fold(0u8, |acc, b| acc | b) == 0 {
+            return Err(snow::Error::Dh);
+        }
+        Ok(())
+    }
+    fn dh_len(&self) -> usize {
+        self.0.dh_len()
+    }
 }
 
 /// snow's default primitives with a seeded random stream instead of the OS's.
@@ -157,7 +213,7 @@ impl CryptoResolver for SeededResolver {
         Some(Box::new(SeededRng(ChaCha20Rng::from_seed(self.seed))))
     }
     fn resolve_dh(&self, choice: &snow::params::DHChoice) -> Option<Box<dyn snow::types::Dh>> {
-        DefaultResolver.resolve_dh(choice)
+        DefaultResolver.resolve_dh(choice).map(|d| Box::new(CheckedDh(d)) as Box<dyn snow::types::Dh>)
     }
     fn resolve_hash(&self, choice: &snow::params::HashChoice) -> Option<Box<dyn snow::types::Hash>> {
         DefaultResolver.resolve_hash(choice)
@@ -191,16 +247,34 @@ pub struct Established {
 pub enum InitiatorEvent {
     /// The handshake finished.
     Established(Established),
-    /// A cookie was stored; the next initiation carries `mac2`.
-    CookieStored,
+    /// A cookie was stored for the uplink `link` (the one the answered initiation went on): the
+    /// server is under load and the next initiation on that uplink carries `mac2`. The client
+    /// may retry on that uplink at once (once per initiation: [`Initiator::handle`] reports a
+    /// second cookie for the same initiation as an error).
+    CookieStored {
+        /// The uplink whose cookie it is.
+        link: LinkId,
+    },
     /// The server says it has no session with this id.
     UnknownSession(u32),
 }
+
+/// Most initiations awaiting their response at once. A retry does not forget the initiations
+/// before it, so a response that comes back after the next retry left (a round trip longer than
+/// the retry interval: bufferbloated cellular, satellite) still completes the handshake; the
+/// response names which initiation it answers by the tag echoed in its header.
+pub const MAX_PENDING: usize = 4;
 
 struct PendingInitiation {
     hs: Box<snow::HandshakeState>,
     mac1: [u8; MAC_LEN],
     wanted: u32,
+    /// Echoed in the header of the server's answers: which initiation they answer.
+    tag: u32,
+    /// The uplink it went on: a cookie reply to it is that uplink's cookie.
+    link: LinkId,
+    /// A cookie reply to it was taken already.
+    cookie_taken: bool,
 }
 
 /// The client's side of the handshake.
@@ -211,10 +285,14 @@ pub struct Initiator {
     suite: CipherSuite,
     server_mac1: [u8; KEY_LEN],
     own_mac1: [u8; KEY_LEN],
-    jar: CookieJar,
+    /// One cookie per uplink: the server binds a cookie to the source address it sees, which
+    /// differs per uplink (WireGuard has one source address and one cookie per peer).
+    jars: HashMap<LinkId, CookieJar>,
     rng: ChaCha20Rng,
-    pending: Option<PendingInitiation>,
+    /// Oldest first, at most [`MAX_PENDING`].
+    pending: Vec<PendingInitiation>,
     last_timestamp: u64,
+    next_tag: u32,
 }
 
 impl Initiator {
@@ -228,6 +306,9 @@ impl Initiator {
         seed: [u8; 32],
     ) -> Self {
         let own = secret.public_key();
+        let mut rng = ChaCha20Rng::from_seed(seed);
+        // Random start: answers meant for a previous run of this client match nothing.
+        let next_tag = rng.next_u32() & TAG_MASK;
         Initiator {
             secret,
             server,
@@ -235,21 +316,39 @@ impl Initiator {
             suite,
             server_mac1: cookie::mac1_key(&server),
             own_mac1: cookie::mac1_key(&own),
-            jar: CookieJar::new(&server),
-            rng: ChaCha20Rng::from_seed(seed),
-            pending: None,
+            jars: HashMap::new(),
+            rng,
+            pending: Vec::new(),
             last_timestamp: 0,
+            next_tag,
         }
     }
 
     /// Whether an initiation awaits its response.
     pub fn is_pending(&self) -> bool {
-        self.pending.is_some()
+        !self.pending.is_empty()
+    }
+
+    /// Forgets every pending initiation (e.g. when a new session was set up by other means).
+    pub fn clear_pending(&mut self) {
+        self.pending.clear();
+    }
+
+    /// The last timestamp sent (nanoseconds): a client without a real-time clock may store it and
+    /// pass it to [`Initiator::set_last_timestamp`] after a restart.
+    pub fn last_timestamp(&self) -> u64 {
+        self.last_timestamp
+    }
+
+    /// Timestamps of later initiations are above `ts` whatever the wall clock says.
+    pub fn set_last_timestamp(&mut self, ts: u64) {
+        self.last_timestamp = self.last_timestamp.max(ts);
     }
 
     /// Writes an initiation into `out` and returns its length ([`INITIATION_LEN`]). `wanted` is
     /// the session to continue (0: a new one); `wall_ns` is wall-clock time in nanoseconds (made
-    /// strictly increasing here). A previous pending initiation is forgotten.
+    /// strictly increasing here); `link` the uplink it goes on (its cookie is used). Earlier
+    /// initiations stay pending, up to [`MAX_PENDING`] (the oldest is forgotten beyond).
     pub fn initiate(
         &mut self,
         now: Instant,
@@ -273,15 +372,20 @@ impl Initiator {
         payload[0] = self.suite.code();
         payload[1..5].copy_from_slice(&wanted.to_be_bytes());
         payload[5..13].copy_from_slice(&ts.to_be_bytes());
-        header(HandshakeKind::Initiation, 0, link, now, out);
+        let tag = self.next_tag;
+        self.next_tag = (self.next_tag + 1) & TAG_MASK;
+        header(HandshakeKind::Initiation, 0, link, tag, now, out);
         let n = hs.write_message(&payload, &mut out[HEADER_LEN..HEADER_LEN + NOISE1_LEN])?;
         debug_assert_eq!(n, NOISE1_LEN);
         let m1 = HEADER_LEN + NOISE1_LEN;
         let mac1 = cookie::mac(&self.server_mac1, &out[..m1]);
         out[m1..m1 + MAC_LEN].copy_from_slice(&mac1);
-        let mac2 = self.jar.mac2(now, &out[..m1 + MAC_LEN]);
+        let mac2 = self.jars.get(&link).map_or([0; MAC_LEN], |j| j.mac2(now, &out[..m1 + MAC_LEN]));
         out[m1 + MAC_LEN..INITIATION_LEN].copy_from_slice(&mac2);
-        self.pending = Some(PendingInitiation { hs: Box::new(hs), mac1, wanted });
+        if self.pending.len() >= MAX_PENDING {
+            self.pending.remove(0);
+        }
+        self.pending.push(PendingInitiation { hs: Box::new(hs), mac1, wanted, tag, link, cookie_taken: false });
         Ok(INITIATION_LEN)
     }
 
@@ -292,9 +396,14 @@ impl Initiator {
             HandshakeKind::Initiation => Err(Reject::Malformed),
             HandshakeKind::UnknownSession => Ok(InitiatorEvent::UnknownSession(h.session)),
             HandshakeKind::CookieReply => {
-                let p = self.pending.as_ref().ok_or(Reject::Malformed)?;
-                if self.jar.handle_reply(now, &p.mac1, &datagram[HEADER_LEN..]) {
-                    Ok(InitiatorEvent::CookieStored)
+                let p = self.pending.iter_mut().find(|p| p.tag == h.link_seq).ok_or(Reject::Replay)?;
+                if p.cookie_taken {
+                    return Err(Reject::Replay);
+                }
+                let jar = self.jars.entry(p.link).or_insert_with(|| CookieJar::new(&self.server));
+                if jar.handle_reply(now, &p.mac1, &datagram[HEADER_LEN..]) {
+                    p.cookie_taken = true;
+                    Ok(InitiatorEvent::CookieStored { link: p.link })
                 } else {
                     Err(Reject::BadMac)
                 }
@@ -304,29 +413,27 @@ impl Initiator {
                 if !cookie::mac1_ok(&self.own_mac1, &datagram[..m1], &datagram[m1..m1 + MAC_LEN]) {
                     return Err(Reject::BadMac);
                 }
-                let Some(p) = self.pending.as_mut() else { return Err(Reject::Replay) };
-                let mut payload = [0u8; 64];
+                // The initiation it answers; one not (or no longer) pending: a duplicate or stale.
+                let Some(i) = self.pending.iter().position(|p| p.tag == h.link_seq) else { return Err(Reject::Replay) };
                 // snow cannot roll back a failed read, so a response that passes mac1 (which
-                // needs the client's public key) but not Noise ends the attempt; the client
-                // retries on its timer.
-                let n = match p.hs.read_message(&datagram[HEADER_LEN..m1], &mut payload) {
-                    Ok(n) => n,
-                    Err(_) => {
-                        self.pending = None;
-                        return Err(Reject::BadMac);
-                    }
-                };
+                // needs the client's public key) but not Noise ends that initiation only; the
+                // others stay pending and the client retries on its timer.
+                let mut p = self.pending.remove(i);
+                let mut payload = [0u8; 64];
+                let n = p.hs.read_message(&datagram[HEADER_LEN..m1], &mut payload).map_err(|_| Reject::BadMac)?;
                 if n != PAYLOAD2_LEN {
-                    self.pending = None;
                     return Err(Reject::Malformed);
                 }
                 let word = u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]);
                 let session = word & Header::MAX_SESSION;
                 if session == 0 || word >> 25 != 0 || session != h.session {
-                    self.pending = None;
                     return Err(Reject::Malformed);
                 }
-                let mut p = self.pending.take().ok_or(Reject::Malformed)?;
+                // Older initiations are answered by this one (the server takes initiations in
+                // timestamp order and refuses older ones after a newer); newer ones stay
+                // pending: if their response comes, the server has moved to it, and so will
+                // the client.
+                self.pending.drain(..i);
                 let (send, recv) = p.hs.dangerously_get_raw_split();
                 let continued = word >> 24 == 1 && p.wanted == session;
                 Ok(InitiatorEvent::Established(Established {
@@ -362,6 +469,15 @@ pub struct PendingResponse {
     pub suite: CipherSuite,
     /// The link the initiation came on (the response goes back on it).
     pub link: LinkId,
+    /// The initiation's tag, echoed in the response.
+    tag: u32,
+    /// The initiation's timestamp.
+    pub timestamp: u64,
+    /// Whether the timestamp is newer than any accepted from this peer before. A stale one is
+    /// a replay, or a client whose clock went back (a gateway without a real-time clock after a
+    /// reboot); the server decides ([`Responder::accept_stale`]): the static key has proved
+    /// itself (Noise decrypted under `ss`), but a replay proves that too.
+    pub fresh: bool,
 }
 
 /// What [`Responder::handle_initiation`] did with an initiation it did not reject.
@@ -370,8 +486,10 @@ pub enum InitiationOutcome {
     Accepted(PendingResponse),
     /// The server is under load and the initiation had no valid `mac2`: a cookie reply of this
     /// many bytes is in the output buffer (send it; the initiation itself counts as rate limited).
-    /// Beyond 20 per second per source address the initiation is refused as
-    /// [`Reject::RateLimited`] without a reply.
+    /// Every such initiation with a valid `mac1` gets one, as in WireGuard: a reply is smaller
+    /// than its trigger and costs no Diffie-Hellman, and limiting replies by source address is
+    /// what let spoofed sources lock genuine ones out. Only initiations with a valid `mac2` (whose
+    /// sender receives at its address) go through the per-source rate limit.
     CookieReply(usize),
 }
 
@@ -385,10 +503,6 @@ pub struct Responder {
     peer_mac1: Vec<[u8; KEY_LEN]>,
     checker: CookieChecker,
     limiter: RateLimiter,
-    /// Cookie replies per source, so a flood from one address gets a trickle of replies, not one
-    /// each (WireGuard answers every one; braid saves the server the sends and the source the
-    /// reflected traffic).
-    cookie_limiter: RateLimiter,
     rng: ChaCha20Rng,
     load_threshold: u32,
     window_start: Instant,
@@ -410,7 +524,6 @@ impl Responder {
             secret,
             checker: CookieChecker::new(&public),
             limiter: RateLimiter::new(RATE_LIMITER_ENTRIES),
-            cookie_limiter: RateLimiter::new(RATE_LIMITER_ENTRIES),
             rng: ChaCha20Rng::from_seed(seed),
             load_threshold: DEFAULT_LOAD_THRESHOLD,
             window_start: Instant::from_micros(0),
@@ -429,9 +542,16 @@ impl Responder {
         &self.peers
     }
 
-    /// Addresses the rate limiters track (each bounded by [`RATE_LIMITER_ENTRIES`]).
+    /// Buckets of the rate limiter ([`RATE_LIMITER_ENTRIES`], fixed).
     pub fn rate_limiter_len(&self) -> usize {
-        self.limiter.len().max(self.cookie_limiter.len())
+        self.limiter.len()
+    }
+
+    /// Accepts a stale initiation ([`PendingResponse::fresh`] false) that the server decided to
+    /// answer as a new session: later initiations of the peer need only be newer than this one,
+    /// so a client whose clock went back is not locked out until it catches up.
+    pub fn accept_stale(&mut self, p: &PendingResponse) {
+        self.last_timestamp[p.peer] = p.timestamp;
     }
 
     /// Counts an initiation in one-second windows; under load when this or the last window went
@@ -474,12 +594,12 @@ impl Responder {
                 s
             };
             if !self.checker.mac2_ok(now, from, &datagram[..m1 + MAC_LEN], mac2, &mut fresh) {
-                if out.len() < COOKIE_REPLY_LEN || !self.cookie_limiter.allow(now, from.ip()) {
+                if out.len() < COOKIE_REPLY_LEN {
                     return Err(Reject::RateLimited);
                 }
                 let mut nonce = [0u8; cookie::COOKIE_NONCE_LEN];
                 self.rng.fill_bytes(&mut nonce);
-                header(HandshakeKind::CookieReply, 0, h.link, now, out);
+                header(HandshakeKind::CookieReply, 0, h.link, h.link_seq, now, out);
                 let body: &mut [u8; COOKIE_REPLY_BODY_LEN] =
                     (&mut out[HEADER_LEN..COOKIE_REPLY_LEN]).try_into().map_err(|_| Reject::Malformed)?;
                 let rng = &mut self.rng;
@@ -513,12 +633,21 @@ impl Responder {
         let mut ts = [0u8; 8];
         ts.copy_from_slice(&payload[5..13]);
         let ts = u64::from_be_bytes(ts);
-        if ts <= self.last_timestamp[peer] {
-            return Err(Reject::Replay);
+        let fresh = ts > self.last_timestamp[peer];
+        if fresh {
+            self.last_timestamp[peer] = ts;
         }
-        self.last_timestamp[peer] = ts;
         hs.set_psk(2, &self.peers[peer].psk.unwrap_or_default()).map_err(|_| Reject::Malformed)?;
-        Ok(InitiationOutcome::Accepted(PendingResponse { hs: Box::new(hs), peer, wanted, suite, link: h.link }))
+        Ok(InitiationOutcome::Accepted(PendingResponse {
+            hs: Box::new(hs),
+            peer,
+            wanted,
+            suite,
+            link: h.link,
+            tag: h.link_seq,
+            timestamp: ts,
+            fresh,
+        }))
     }
 
     /// Writes the response naming `session` into `out` ([`RESPONSE_LEN`] bytes) and returns the
@@ -536,7 +665,7 @@ impl Responder {
         if out.len() < RESPONSE_LEN {
             return Err(HandshakeError::BufferTooSmall(RESPONSE_LEN));
         }
-        header(HandshakeKind::Response, session, p.link, now, out);
+        header(HandshakeKind::Response, session, p.link, p.tag, now, out);
         let m1 = HEADER_LEN + NOISE2_LEN;
         let word = (session & Header::MAX_SESSION) | (u32::from(continued) << 24);
         p.hs.write_message(&word.to_be_bytes(), &mut out[HEADER_LEN..m1])?;
@@ -554,6 +683,6 @@ pub fn unknown_session_hint(now: Instant, session: u32, link: LinkId, out: &mut 
     if out.len() < HINT_LEN {
         return None;
     }
-    header(HandshakeKind::UnknownSession, session, link, now, out);
+    header(HandshakeKind::UnknownSession, session, link, 0, now, out);
     Some(HINT_LEN)
 }

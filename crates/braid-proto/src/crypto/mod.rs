@@ -19,7 +19,8 @@
 //! - **Anti-replay** ([`replay`]): an RFC 6479 bitmap window per link ([`REPLAY_WINDOW`] packets).
 //! - **Rekeying** every [`REKEY_AFTER`]: the client starts a new handshake on the running session;
 //!   the old keys stay valid for receiving for [`KEY_GRACE`] so nothing in flight is lost (5.4.6,
-//!   6.1: the responder sends with new keys only once the initiator has used them).
+//!   6.1: the responder sends with new keys only once the initiator has used them). Keys older
+//!   than [`REJECT_AFTER`] neither seal nor open.
 //!
 //! Every rejected datagram has a [`Reject`] reason for the daemon to count.
 
@@ -34,7 +35,7 @@ pub use channel::{OpenError, SealError, SecureChannel, SessionKeys};
 pub use cookie::RateLimiter;
 pub use handshake::{
     Established, HandshakeError, HandshakeKind, INITIATION_LEN, InitiationOutcome, Initiator, InitiatorEvent,
-    PeerConfig, PendingResponse, RESPONSE_LEN, Responder, unknown_session_hint,
+    MAX_PENDING, PeerConfig, PendingResponse, RESPONSE_LEN, Responder, unknown_session_hint,
 };
 pub use replay::{REPLAY_WINDOW, ReplayWindow};
 
@@ -59,6 +60,13 @@ pub const REKEY_AFTER: Duration = Duration::from_secs(120);
 /// How long the previous keys still open datagrams after a rekey: packets sealed just before it
 /// may still be in flight on a slow uplink.
 pub const KEY_GRACE: Duration = Duration::from_secs(30);
+/// Age after which a session's keys neither seal nor open (WireGuard's `REJECT_AFTER_TIME`, 6.1,
+/// 6.2): a rekey is due at [`REKEY_AFTER`], and the 60 s between the two leave room for about
+/// fifteen handshake retries (1, 2, 4, 4, ... s apart) on a bad uplink. If all of them fail, the
+/// keys stop there rather than serving for ever: whoever obtains them later (a memory dump of a
+/// stolen gateway) can then read at most three minutes of traffic, which is what forward secrecy
+/// by rekeying is for.
+pub const REJECT_AFTER: Duration = Duration::from_secs(180);
 
 /// An X25519 static private key.
 #[derive(Clone)]
@@ -89,6 +97,33 @@ impl StaticSecret {
             out.copy_from_slice(&dh.pubkey()[..KEY_LEN]);
         }
         PublicKey(out)
+    }
+}
+
+/// Whether the X25519 function of a clamped scalar with `public` is all zeros: true exactly for the
+/// points of small order (order 1, 2, 4 or 8, on the curve or its twist, in any of their
+/// encodings), since a clamped scalar is a multiple of the cofactor 8. With such a "public key"
+/// the Diffie-Hellman result is known to everybody (zero), so no secret key is needed to use it.
+pub(crate) fn dh_is_zero(secret: &[u8; KEY_LEN], public: &[u8; KEY_LEN]) -> bool {
+    use snow::resolvers::{CryptoResolver, DefaultResolver};
+    let mut out = [0u8; KEY_LEN];
+    // The default resolver is compiled with curve25519 (Cargo.toml), so this is always Some; if it
+    // were not, `out` stays zero and the key is refused, which is the safe side.
+    if let Some(mut dh) = DefaultResolver.resolve_dh(&snow::params::DHChoice::Curve25519) {
+        dh.set(secret);
+        let _ = dh.dh(public, &mut out);
+    }
+    out == [0u8; KEY_LEN]
+}
+
+impl PublicKey {
+    /// Whether this is a point of small order (all zeros among them): a key nobody holds the
+    /// secret of, with which a Diffie-Hellman result is public. Refused wherever keys are
+    /// configured.
+    pub fn is_low_order(&self) -> bool {
+        // Any clamped scalar will do; this one is fixed so the check is deterministic.
+        let k = StaticSecret::from_bytes([0x42; KEY_LEN]);
+        dh_is_zero(&k.0, &self.0)
     }
 }
 
@@ -136,6 +171,9 @@ pub enum Reject {
     /// A handshake from a static key the server does not list.
     #[error("unknown key")]
     UnknownKey,
+    /// A sealed datagram for a session whose keys are older than [`REJECT_AFTER`].
+    #[error("keys expired")]
+    Expired,
 }
 
 /// Counts of rejected datagrams by [`Reject`] reason.
@@ -153,6 +191,8 @@ pub struct RejectCounts {
     pub rate_limited: u64,
     /// [`Reject::UnknownKey`].
     pub unknown_key: u64,
+    /// [`Reject::Expired`].
+    pub expired: u64,
 }
 
 impl RejectCounts {
@@ -165,13 +205,20 @@ impl RejectCounts {
             Reject::Malformed => &mut self.malformed,
             Reject::RateLimited => &mut self.rate_limited,
             Reject::UnknownKey => &mut self.unknown_key,
+            Reject::Expired => &mut self.expired,
         };
         *c += 1;
     }
 
     /// All rejected datagrams.
     pub fn total(&self) -> u64 {
-        self.bad_mac + self.replay + self.unknown_session + self.malformed + self.rate_limited + self.unknown_key
+        self.bad_mac
+            + self.replay
+            + self.unknown_session
+            + self.malformed
+            + self.rate_limited
+            + self.unknown_key
+            + self.expired
     }
 }
 

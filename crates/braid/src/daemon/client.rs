@@ -65,8 +65,19 @@ async fn finish_batch(uplinks: &mut [Uplink], idx: Option<usize>) -> u64 {
     }
 }
 
-/// How long an initiation waits for its response before the next one (on the next uplink).
+/// How long the first initiation waits for its response before the next one (on the next
+/// uplink): short, so a dead first uplink costs little.
 const HANDSHAKE_RETRY: Duration = Duration::from_secs(1);
+/// The longest wait between retries. Each retry doubles the wait up to this, so on an uplink
+/// whose round trip exceeds a second (bufferbloated cellular, satellite) the retries do not
+/// outpace the responses; those still come back to a pending initiation (the initiator keeps
+/// [`braid_proto::crypto::MAX_PENDING`] of them), which is what lets such a handshake finish.
+const HANDSHAKE_RETRY_MAX: Duration = Duration::from_secs(4);
+
+/// The wait after the `sent`-th initiation since the last success (1, 2, 4, 4, ... s).
+fn retry_interval(sent: u32) -> Duration {
+    HANDSHAKE_RETRY.saturating_mul(1 << sent.saturating_sub(1).min(2)).min(HANDSHAKE_RETRY_MAX)
+}
 
 /// A session keyed by a finished handshake.
 struct Keyed {
@@ -86,6 +97,11 @@ struct Client {
     initiated_at: Option<braid_proto::Instant>,
     /// The uplink the next initiation goes on (rotates, so a dead uplink does not stall set-up).
     next_hs_link: usize,
+    /// Initiations sent since the last handshake finished (the retry backoff).
+    hs_sent: u32,
+    /// An uplink that just received a cookie: the next initiation goes on it, at once, with
+    /// the cookie's mac2 (a server under load answers nothing else with a handshake).
+    cookie_retry: Option<usize>,
     uplinks: Vec<Uplink>,
     tun: Arc<AsyncDevice>,
     /// The servers and the one in use.
@@ -165,6 +181,8 @@ async fn run_async(path: PathBuf, cfg: ClientConfig) -> anyhow::Result<()> {
         initiator,
         initiated_at: None,
         next_hs_link: 0,
+        hs_sent: 0,
+        cookie_retry: None,
         uplinks,
         tun,
         servers,
@@ -277,8 +295,11 @@ impl Client {
         if !self.uplinks.iter().any(|u| u.socket.is_some()) {
             return None;
         }
+        if self.cookie_retry.is_some() {
+            return Some(braid_proto::Instant::from_micros(0));
+        }
         if let Some(at) = self.initiated_at {
-            return Some(at + HANDSHAKE_RETRY);
+            return Some(at + retry_interval(self.hs_sent));
         }
         let Some(k) = self.keyed.as_ref() else { return Some(braid_proto::Instant::from_micros(0)) };
         let rekey = k.channel.keys_born() + Duration::from_secs(self.cfg.rekey_s);
@@ -331,8 +352,9 @@ impl Client {
         }
     }
 
-    /// Sends an initiation on the next uplink that has a socket, or gives the server up when it
-    /// left [`servers::FAILOVER_AFTER`] of them unanswered.
+    /// Sends an initiation on the uplink that just got a cookie, else on the next uplink that
+    /// has a socket, or gives the server up when it left [`servers::FAILOVER_AFTER`] of them
+    /// unanswered.
     async fn initiate(&mut self, now: braid_proto::Instant) {
         let Some(server) = self.servers.addr() else { return };
         let rejoin = Duration::from_secs(self.cfg.rejoin_s);
@@ -351,10 +373,14 @@ impl Client {
             return;
         }
         let n = self.uplinks.len();
-        let Some(i) = (0..n).map(|k| (self.next_hs_link + k) % n).find(|&i| self.uplinks[i].socket.is_some()) else {
+        let cookie = self.cookie_retry.take().filter(|&i| self.uplinks.get(i).is_some_and(|u| u.socket.is_some()));
+        let rotated = || (0..n).map(|k| (self.next_hs_link + k) % n).find(|&i| self.uplinks[i].socket.is_some());
+        let Some(i) = cookie.or_else(rotated) else {
             return;
         };
-        self.next_hs_link = (i + 1) % n;
+        if cookie.is_none() {
+            self.next_hs_link = (i + 1) % n;
+        }
         let wanted = self.keyed.as_ref().map_or(0, |k| k.session.config().session_id);
         let id = self.uplinks[i].id;
         let mut out = [0u8; 256];
@@ -366,6 +392,7 @@ impl Client {
             }
         };
         self.initiated_at = Some(now);
+        self.hs_sent = self.hs_sent.saturating_add(1);
         tracing::debug!(uplink = %self.uplinks[i].cfg.name, wanted = format_args!("{wanted:04x}"), "handshake initiation");
         if let Some(sock) = self.uplinks[i].socket.clone()
             && sock.send_to(&out[..len], server).await.is_err()
@@ -378,10 +405,13 @@ impl Client {
     fn on_handshake(&mut self, now: braid_proto::Instant, data: &[u8]) {
         match self.initiator.handle(now, data) {
             Err(r) => self.rejected.count(r),
-            Ok(InitiatorEvent::CookieStored) => {
+            Ok(InitiatorEvent::CookieStored { link }) => {
                 self.servers.handle_answer();
-                // The server is under load: the next initiation (on the retry timer) carries mac2.
-                tracing::info!("cookie received; retrying the handshake with it");
+                // The server is under load and answers only initiations whose mac2 proves the
+                // source address: retry at once on the uplink the cookie is for (once per
+                // initiation, the initiator refuses a second cookie for the same one).
+                self.cookie_retry = Some(usize::from(link.0));
+                tracing::info!(uplink = link.0, "cookie received; retrying the handshake with it");
             }
             Ok(InitiatorEvent::UnknownSession(id)) => {
                 let ours = self.keyed.as_ref().map(|k| k.session.config().session_id);
@@ -393,6 +423,7 @@ impl Client {
                 self.servers.handle_answer();
                 if self.initiated_at.is_none() {
                     // Due at once: the loop sends it after this batch.
+                    self.hs_sent = 0;
                     self.initiated_at = Some(now.saturating_sub(HANDSHAKE_RETRY));
                     tracing::info!(
                         session = format_args!("{id:04x}"),
@@ -404,6 +435,7 @@ impl Client {
                 self.handshakes += 1;
                 self.servers.handle_answer();
                 self.initiated_at = None;
+                self.hs_sent = 0;
                 if let Some(k) =
                     self.keyed.as_mut().filter(|k| e.continued && k.session.config().session_id == e.session)
                 {
@@ -464,8 +496,9 @@ impl Client {
                 self.send_errors += 1;
                 continue;
             };
-            let Ok(n) = k.channel.seal(&mut self.buf, t.len) else {
-                // The buffer has room for the tag (sized at start): cannot happen; drop, not panic.
+            let Ok(n) = k.channel.seal(self.clock.now(), &mut self.buf, t.len) else {
+                // The buffer has room for the tag (sized at start), so the keys expired (the
+                // rekeys failed for REJECT_AFTER): dropped until a handshake succeeds.
                 self.send_errors += 1;
                 continue;
             };

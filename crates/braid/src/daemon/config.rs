@@ -4,6 +4,7 @@
 //! refuse is checked while parsing, so a bad file fails at start with the toml crate's message: the
 //! line, the column and the key.
 
+use super::allowed_ips::{AllowedIps, RouteTable};
 use anyhow::{Context, bail};
 use braid_proto::crypto::{CipherSuite, PeerConfig, PublicKey, StaticSecret};
 use braid_proto::{RecoveryKind, SchedulerKind, Session, SessionConfig};
@@ -64,6 +65,9 @@ pub struct ClientConfig {
     /// Prometheus endpoint address; off when absent.
     #[serde(default)]
     pub metrics: Option<SocketAddr>,
+    /// Allows `metrics` on an address other than loopback (the endpoint has no authentication).
+    #[serde(default)]
+    pub metrics_public: bool,
 }
 
 /// The client's servers, in the order they are tried; at least one, each `host:port`.
@@ -152,6 +156,9 @@ pub struct ServerConfig {
     /// Prometheus endpoint address; off when absent.
     #[serde(default)]
     pub metrics: Option<SocketAddr>,
+    /// Allows `metrics` on an address other than loopback (the endpoint has no authentication).
+    #[serde(default)]
+    pub metrics_public: bool,
 }
 
 fn default_rekey_s() -> u64 {
@@ -177,9 +184,14 @@ pub struct PeerEntry {
     /// A pre-shared key file, if the vehicle uses one.
     #[serde(default)]
     pub preshared_key: Option<PathBuf>,
+    /// The passenger networks behind the vehicle, IPv4 and IPv6 (its tunnel address among
+    /// them): the server routes these to it and takes from it only packets from these.
+    pub allowed_ips: AllowedIps,
 }
 
-/// A base64 public key, checked while parsing so the error carries the line.
+/// A base64 public key, checked while parsing so the error carries the line. A key of small order
+/// (all zeros among them) is refused: nobody holds its secret, and every Diffie-Hellman with it
+/// gives a result everybody knows, so it would let anyone in as that peer.
 #[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(try_from = "String")]
 pub struct Key(pub PublicKey);
@@ -187,7 +199,14 @@ pub struct Key(pub PublicKey);
 impl TryFrom<String> for Key {
     type Error = String;
     fn try_from(s: String) -> Result<Self, String> {
-        super::keys::parse_public(&s).map(Key).map_err(|e| format!("{e:#}"))
+        let k = super::keys::parse_public(&s).map_err(|e| format!("{e:#}"))?;
+        if k.is_low_order() {
+            return Err(format!(
+                "{s:?} is a key of small order (all zeros or another point whose Diffie-Hellman results are public); \
+                 use the output of `braid pubkey`"
+            ));
+        }
+        Ok(Key(k))
     }
 }
 
@@ -425,6 +444,25 @@ impl From<Scheduler> for String {
     }
 }
 
+/// ", line N" for the first line of `text` that mentions `needle` (for errors found after
+/// parsing, which the toml crate cannot place), or nothing.
+fn line_of(text: &str, needle: &str) -> String {
+    text.lines().position(|l| l.contains(needle)).map(|n| format!(" (line {})", n + 1)).unwrap_or_default()
+}
+
+/// The metrics endpoint has no authentication: it listens on loopback unless `metrics_public`
+/// says otherwise, so a typo such as `0.0.0.0` does not publish the fleet's telemetry.
+fn check_metrics(text: &str, addr: Option<SocketAddr>, public: bool) -> anyhow::Result<()> {
+    match addr {
+        Some(a) if !a.ip().is_loopback() && !public => bail!(
+            "metrics{}: {a} is not a loopback address and the endpoint has no authentication; \
+             set `metrics_public = true` to serve it there anyway",
+            line_of(text, "metrics")
+        ),
+        _ => Ok(()),
+    }
+}
+
 /// The TUN MTU for a path MTU: what is left after the outer IPv6 (`v6`) or IPv4 and UDP
 /// headers, braid's largest header and the AEAD reserve.
 pub fn tun_mtu_over(path_mtu: u16, v6: bool) -> Option<u16> {
@@ -496,6 +534,7 @@ impl ClientConfig {
         if c.rekey_s == 0 || c.rejoin_s == 0 {
             bail!("rekey_s and rejoin_s: must be at least 1");
         }
+        check_metrics(text, c.metrics, c.metrics_public)?;
         Ok(c)
     }
 
@@ -558,7 +597,15 @@ impl ServerConfig {
                 bail!("peer[{i}].public_key: the same key as another peer");
             }
         }
+        if let Some((net, a, b)) = RouteTable::duplicate(c.peer.iter().map(|p| &p.allowed_ips.0[..])) {
+            bail!(
+                "peer[{b}].allowed_ips{}: {net} is also peer[{a}]'s ({:?}); a network belongs to one vehicle",
+                line_of(text, &net.to_string()),
+                c.peer[a].name
+            );
+        }
         c.mtu()?;
+        check_metrics(text, c.metrics, c.metrics_public)?;
         Ok(c)
     }
 
@@ -622,9 +669,11 @@ tun = { name = "braid0", address = "10.77.0.1/24" }
 [[peer]]
 name = "bus-17"
 public_key = "hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo="
+allowed_ips = ["10.77.0.2/32", "10.17.0.0/24", "2001:db8:17::/48"]
 [[peer]]
 name = "bus-18"
 public_key = "3p7bfXt9wbTTW2HC7OQ1Nz+DQ8hbeGdNrfx+FG+IK08="
+allowed_ips = ["10.77.0.3", "10.18.0.0/24"]
 "#;
 
     #[test]
@@ -656,6 +705,45 @@ public_key = "3p7bfXt9wbTTW2HC7OQ1Nz+DQ8hbeGdNrfx+FG+IK08="
         assert!(e.contains("public_key") && e.contains("base64"), "{e}");
         let e = format!("{:#}", ServerConfig::parse(&SERVER.replace("bus-18", "bus-17")).unwrap_err());
         assert!(e.contains("peer[1].name"), "{e}");
+    }
+
+    fn server_err(text: &str) -> String {
+        format!("{:#}", ServerConfig::parse(text).unwrap_err())
+    }
+
+    #[test]
+    fn allowed_ips_are_checked_with_key_and_line() {
+        let c = ServerConfig::parse(SERVER).unwrap();
+        assert_eq!(c.peer[1].allowed_ips.0.len(), 2);
+        let e = server_err(&SERVER.replace("\"10.18.0.0/24\"", "\"10.18.0.1/24\""));
+        assert!(e.contains("allowed_ips") && e.contains("line 12") && e.contains("host bits"), "{e}");
+        let e = server_err(&SERVER.replace("[\"10.77.0.3\", \"10.18.0.0/24\"]", "[]"));
+        assert!(e.contains("allowed_ips") && e.contains("line 12"), "{e}");
+        let e = server_err(&SERVER.replace("allowed_ips = [\"10.77.0.3\", \"10.18.0.0/24\"]\n", ""));
+        assert!(e.contains("allowed_ips"), "{e}");
+        let e = server_err(&SERVER.replace("\"10.18.0.0/24\"", "\"10.17.0.0/24\""));
+        assert!(e.contains("peer[1].allowed_ips") && e.contains("line 8") && e.contains("bus-17"), "{e}");
+    }
+
+    #[test]
+    fn low_order_keys_are_refused_with_key_and_line() {
+        let zero = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+        let e = server_err(&SERVER.replace("3p7bfXt9wbTTW2HC7OQ1Nz+DQ8hbeGdNrfx+FG+IK08=", zero));
+        assert!(e.contains("public_key") && e.contains("line 11") && e.contains("small order"), "{e}");
+        let e = err(&CLIENT.replace("hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo=", zero));
+        assert!(e.contains("server_public_key") && e.contains("line 4") && e.contains("small order"), "{e}");
+    }
+
+    #[test]
+    fn public_metrics_need_saying_so() {
+        let with = |m: &str| SERVER.replacen("[[peer]]", &format!("{m}\n[[peer]]"), 1);
+        assert!(ServerConfig::parse(&with("metrics = \"127.0.0.1:9477\"")).is_ok());
+        assert!(ServerConfig::parse(&with("metrics = \"[::1]:9477\"")).is_ok());
+        let e = server_err(&with("metrics = \"0.0.0.0:9477\""));
+        assert!(e.contains("metrics") && e.contains("line 5") && e.contains("metrics_public"), "{e}");
+        assert!(ServerConfig::parse(&with("metrics = \"0.0.0.0:9477\"\nmetrics_public = true")).is_ok());
+        let e = err(&CLIENT.replacen("[[uplink]]", "metrics = \"10.0.0.1:9477\"\n[[uplink]]", 1));
+        assert!(e.contains("metrics_public"), "{e}");
     }
 
     fn err(text: &str) -> String {

@@ -10,6 +10,11 @@
 //!
 //! `peer` (server only) names a vehicle by its `[[peer]]` name: the request then concerns that
 //! vehicle alone; without it a server's `set_*` changes every vehicle.
+//!
+//! Who may talk to it: the socket file is mode 0600 whatever the umask, and every connection's
+//! peer credentials (`SO_PEERCRED`) are checked: root or the daemon's own user, nobody else (a
+//! user who could connect could switch every vehicle's recovery or weights). At start, only a
+//! stale *socket* at the path is removed; any other file there is an error, never deleted.
 
 use super::Input;
 use super::config::{Recovery, Scheduler};
@@ -109,19 +114,62 @@ impl Drop for SocketGuard {
     }
 }
 
+/// Removes a socket a daemon that died left at `path`. Anything else there (a regular file, a
+/// directory, a symbolic link: a configuration typo or a planted link) is an error and stays.
+fn remove_stale(path: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(meta) = std::fs::symlink_metadata(path) else { return Ok(()) };
+    if !meta.file_type().is_socket() {
+        anyhow::bail!(
+            "control: {} exists and is not a socket; refusing to remove it (choose another `control` path)",
+            path.display()
+        );
+    }
+    if std::os::unix::net::UnixStream::connect(path).is_ok() {
+        anyhow::bail!("control: another daemon is listening on {}", path.display());
+    }
+    std::fs::remove_file(path).with_context(|| format!("control: cannot remove the stale socket {}", path.display()))
+}
+
+/// Whether a connection's peer may control the daemon: root, or the user the daemon runs as
+/// (`owner`, the socket file's owner).
+fn allowed(stream: &tokio::net::UnixStream, owner: u32) -> bool {
+    stream.peer_cred().is_ok_and(|c| c.uid() == 0 || c.uid() == owner)
+}
+
+/// How long the accept loops wait after an error (out of file descriptors, say) before the next
+/// accept: the error would otherwise repeat at once and spin a core.
+pub(super) const ACCEPT_BACKOFF: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Listens on `path` and forwards requests to the loop.
 pub fn spawn(path: &Path, tx: mpsc::Sender<Input>) -> anyhow::Result<SocketGuard> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("control: cannot create {}", dir.display()))?;
     }
-    // A socket file left by a daemon that died: nothing listens on it any more.
-    if std::os::unix::net::UnixStream::connect(path).is_err() {
-        let _ = std::fs::remove_file(path);
-    }
+    remove_stale(path)?;
     let listener = UnixListener::bind(path).with_context(|| format!("control: cannot listen on {}", path.display()))?;
+    let guard = SocketGuard(path.to_path_buf());
+    // The mode the umask gave is replaced at once; a connection in between still meets the
+    // credential check below.
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("control: cannot chmod 600 {}", path.display()))?;
+    let owner = std::fs::metadata(path).with_context(|| format!("control: {}", path.display()))?.uid();
     tokio::spawn(async move {
         loop {
-            let Ok((stream, _)) = listener.accept().await else { continue };
+            let stream = match listener.accept().await {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "control: accept failed; backing off");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            };
+            if !allowed(&stream, owner) {
+                let uid = stream.peer_cred().map(|c| c.uid()).ok();
+                tracing::warn!(?uid, "control: connection from another user refused");
+                continue;
+            }
             let tx = tx.clone();
             tokio::spawn(async move {
                 let (rd, mut wr) = stream.into_split();
@@ -140,7 +188,7 @@ pub fn spawn(path: &Path, tx: mpsc::Sender<Input>) -> anyhow::Result<SocketGuard
             });
         }
     });
-    Ok(SocketGuard(path.to_path_buf()))
+    Ok(guard)
 }
 
 /// Bounds what one connection may send, so a client that never sends a newline cannot grow a
@@ -235,5 +283,55 @@ mod tests {
         let given = dir.join("other.sock");
         assert_eq!(default_socket_among(Some(&given), &both).expect("given"), given);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    use std::os::unix::fs::PermissionsExt;
+
+    fn dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("braid-control-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[tokio::test]
+    async fn socket_is_0600_and_answers_its_owner() {
+        // Whatever mode bind gave the socket (the umask's; a daemon started with umask 000 is
+        // checked in tests/security_netns.rs), it ends up 0600.
+        let d = dir("mode");
+        let path = d.join("c.sock");
+        let (tx, mut rx) = mpsc::channel(4);
+        let _guard = spawn(&path, tx).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "control socket mode {mode:o}");
+        tokio::spawn(async move {
+            while let Some(Input::Control(_, reply)) = rx.recv().await {
+                let _ = reply.send(Response::ok());
+            }
+        });
+        let p = path.clone();
+        let r =
+            tokio::task::spawn_blocking(move || request(&p, &Request::Status { peer: None })).await.unwrap().unwrap();
+        assert!(r.ok, "the daemon's own user is answered");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn only_a_socket_is_removed() {
+        let d = dir("rm");
+        let f = d.join("not-a-socket");
+        std::fs::write(&f, "precious").unwrap();
+        let e = format!("{:#}", remove_stale(&f).unwrap_err());
+        assert!(e.contains("not a socket"), "{e}");
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "precious");
+        let link = d.join("link");
+        std::os::unix::fs::symlink(&f, &link).unwrap();
+        assert!(remove_stale(&link).is_err());
+        assert!(f.exists() && link.exists());
+        let s = d.join("stale.sock");
+        drop(std::os::unix::net::UnixListener::bind(&s).unwrap());
+        remove_stale(&s).unwrap();
+        assert!(!s.exists(), "a stale socket is removed");
+        let _ = std::fs::remove_dir_all(&d);
     }
 }

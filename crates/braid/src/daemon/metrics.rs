@@ -16,7 +16,15 @@ pub async fn spawn(addr: SocketAddr, tx: mpsc::Sender<Input>) -> anyhow::Result<
     let listener = TcpListener::bind(addr).await.with_context(|| format!("metrics: cannot listen on {addr}"))?;
     tokio::spawn(async move {
         loop {
-            let Ok((mut stream, _)) = listener.accept().await else { continue };
+            let mut stream = match listener.accept().await {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors, say: the error would repeat at once and spin.
+                    tracing::warn!(error = %e, "metrics: accept failed; backing off");
+                    tokio::time::sleep(super::control::ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            };
             let tx = tx.clone();
             tokio::spawn(async move {
                 // The request head, bounded in size and time: nothing else of it is needed.
@@ -129,6 +137,7 @@ pub fn render(s: &DaemonStatus) -> String {
             ("malformed", r.malformed),
             ("rate_limited", r.rate_limited),
             ("unknown_key", r.unknown_key),
+            ("expired", r.expired),
         ]
         .iter()
         .map(|(k, v)| (labels(&[("reason", k)]), Some(*v as f64))),
@@ -155,6 +164,13 @@ pub fn render(s: &DaemonStatus) -> String {
             "unroutable_packets_total",
             "Passenger packets from the TUN device that no session could take.",
             one(s.unroutable_packets as f64),
+        );
+        e.counter(
+            "passenger_dropped_total",
+            "Passenger packets out of a vehicle's session dropped by the server, by reason.",
+            [("source_not_allowed", s.passenger_dropped.source_not_allowed), ("not_ip", s.passenger_dropped.not_ip)]
+                .iter()
+                .map(|(k, v)| (labels(&[("reason", k)]), Some(*v as f64))),
         );
     }
     e.gauge("sessions", "Open sessions.", one(s.sessions.len() as f64));

@@ -5,6 +5,7 @@
 //! sockets, the control socket, signals and interface changes into [`Input`]s on one channel; one
 //! loop owns the session(s), feeds them the inputs and the clock, and writes out what they poll.
 
+pub mod allowed_ips;
 pub mod client;
 pub mod config;
 pub mod control;

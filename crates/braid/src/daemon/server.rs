@@ -7,7 +7,12 @@
 //! from an authentic datagram. Handshake datagrams travel on their own small queue from the
 //! socket reader, dropped (and counted) when it is full, so a flood of initiations cannot crowd
 //! out the sessions' traffic (WireGuard keeps handshakes on a separate queue for the same reason).
+//!
+//! Passenger packets are routed by each `[[peer]]`'s `allowed_ips` (cryptokey routing,
+//! [`super::allowed_ips`]): towards a vehicle by destination, and out of a vehicle's session only
+//! from a source that routes back to that vehicle; nothing is learned from traffic.
 
+use super::allowed_ips::RouteTable;
 use super::client::{deliver, sleep_until};
 use super::config::ServerConfig;
 use super::control::{Request, Response};
@@ -15,8 +20,8 @@ use super::status::{DaemonStatus, session_status};
 use super::{Clock, Input, control, metrics, spawn_signals, tun, uplink};
 use anyhow::Context;
 use braid_proto::crypto::{
-    HandshakeKind, InitiationOutcome, RateLimiter, Reject, RejectCounts, Responder, SecureChannel, TAG_LEN,
-    unknown_session_hint,
+    HandshakeKind, InitiationOutcome, PendingResponse, RateLimiter, Reject, RejectCounts, Responder, SecureChannel,
+    TAG_LEN, unknown_session_hint,
 };
 use braid_proto::wire::{Header, PacketType};
 use braid_proto::{RecoveryKind, Role, SchedulerKind, Session, SessionConfig};
@@ -37,6 +42,16 @@ const HOUSEKEEPING: Duration = Duration::from_secs(1);
 const HANDSHAKE_QUEUE: usize = 256;
 /// Most handshake datagrams the loop takes per turn, so the sessions' traffic goes first.
 const HANDSHAKES_PER_TURN: usize = 16;
+/// How long a peer's session must have been silent (nothing authentic received) before the
+/// server answers an initiation whose timestamp is not newer than the last one accepted. Such an
+/// initiation is either a replay or a client whose clock went back (a gateway without a
+/// real-time clock after a reboot, or one whose clock was once ahead): refusing it for ever, as a
+/// strict TAI64N check does, locks that client out until its clock passes the old stamp or the
+/// server restarts. A replay answered as a new session replaces only a session that has been
+/// silent this long (its vehicle would rejoin at once on an unknown-session hint), and the
+/// replayer cannot use the session (it lacks the ephemeral key). The client rejoins after
+/// `rejoin_s` (default 5 s) of silence, so this matches when a genuine client asks again.
+const STALE_TIMESTAMP_IDLE: Duration = Duration::from_secs(5);
 
 struct Vehicle {
     session: Session,
@@ -44,6 +59,17 @@ struct Vehicle {
     /// Index in the responder's peer list.
     peer: usize,
     last_rx: braid_proto::Instant,
+    /// Packets from this vehicle dropped because their source is not in its `allowed_ips`.
+    source_not_allowed: u64,
+}
+
+/// Passenger packets dropped by the server, by reason.
+#[derive(Default)]
+struct PassengerDrops {
+    /// Out of a session with a source outside the vehicle's `allowed_ips`.
+    source_not_allowed: u64,
+    /// Out of a session and not an IPv4 or IPv6 packet.
+    not_ip: u64,
 }
 
 /// What `braid set --peer` gave one vehicle: it outlives the session, so a vehicle that joins
@@ -86,6 +112,7 @@ struct Counters {
     handshakes: u64,
     cookie_replies: u64,
     hints: u64,
+    passenger: PassengerDrops,
 }
 
 struct Server {
@@ -94,8 +121,8 @@ struct Server {
     mtu: u16,
     clock: Clock,
     sessions: HashMap<u32, Vehicle>,
-    /// Passenger addresses seen coming out of each session: where the TUN's packets go back to.
-    routes: HashMap<IpAddr, u32>,
+    /// Passenger address -> peer index, from the peers' `allowed_ips`.
+    routes: RouteTable,
     sock: Arc<UdpSocket>,
     /// Datagrams waiting to leave together (GSO).
     batch: uplink::GsoBatch,
@@ -154,7 +181,7 @@ async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
         mtu,
         clock,
         sessions: HashMap::new(),
-        routes: HashMap::new(),
+        routes: RouteTable::default(),
         batch,
         sock,
         tun,
@@ -169,6 +196,7 @@ async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
         scratch: Vec::with_capacity(65536),
         overrides: HashMap::new(),
     };
+    server.routes = RouteTable::new(server.cfg.peer.iter().map(|p| &p.allowed_ips.0[..]));
     server.run(rx, hs_rx).await;
     tracing::info!("server stopped");
     Ok(())
@@ -208,6 +236,15 @@ fn spawn_reader(
             }
         }
     })
+}
+
+/// Whether to answer an initiation with a stale timestamp, given the peer's running session (id,
+/// last authentic datagram) if any and the session the initiation asks to continue.
+fn answer_stale(running: Option<(u32, braid_proto::Instant)>, wanted: u32, now: braid_proto::Instant) -> bool {
+    match running {
+        None => true,
+        Some((id, last_rx)) => wanted == id || now.saturating_duration_since(last_rx) >= STALE_TIMESTAMP_IDLE,
+    }
 }
 
 /// Source and destination of a passenger packet.
@@ -281,12 +318,9 @@ impl Server {
         let now = self.clock.now();
         match input {
             Input::Tun(p) => {
-                let dst = addrs(&p).map(|(_, d)| d);
-                let id = dst.and_then(|d| self.routes.get(&d).copied()).filter(|id| self.sessions.contains_key(id));
-                // With a single vehicle, its passengers need no learning (a packet towards one not
-                // yet heard from, e.g. a ping from the server side, still goes out).
-                let id =
-                    id.or_else(|| (self.sessions.len() == 1).then(|| self.sessions.keys().next().copied()).flatten());
+                // The vehicle whose allowed_ips hold the destination, if it has a session.
+                let peer = addrs(&p).and_then(|(_, d)| self.routes.lookup(d));
+                let id = peer.and_then(|peer| self.by_peer.get(&peer).copied());
                 match id.and_then(|id| self.sessions.get_mut(&id).map(|v| (id, v))) {
                     Some((id, v)) => {
                         if v.session.handle_tun_packet(now, &p).is_ok() {
@@ -328,19 +362,16 @@ impl Server {
         }
         let Some(v) = self.sessions.get_mut(&h.session) else {
             self.counters.rejected.count(Reject::UnknownSession);
-            // Tell the sender, so a vehicle whose session this server forgot (a restart) joins
-            // again at once; limited per source, and smaller than what triggered it.
-            let mut out = [0u8; 16];
-            if self.hint_limiter.allow(now, from.ip())
-                && let Some(n) = unknown_session_hint(now, h.session, h.link, &mut out)
-            {
-                self.counters.hints += 1;
-                self.outbox.push((out[..n].to_vec(), from));
-            }
+            self.hint(now, &h, from);
             return;
         };
         if let Err(r) = v.channel.open(now, data, &mut self.scratch) {
             self.counters.rejected.count(r);
+            // Answered as for an unknown session, so a prober cannot tell live session ids from
+            // dead ones. A genuine vehicle that gets such a hint for its live session (a forged
+            // datagram from its address, or its keys expired) handshakes naming that session,
+            // which the server continues as a rekey: nothing is lost.
+            self.hint(now, &h, from);
             return;
         }
         // Authentic: the engine may now follow the uplink to `from`. It counts what it drops.
@@ -349,6 +380,28 @@ impl Server {
             Err(_) => self.counters.garbage += 1,
         }
         dirty.insert(h.session);
+    }
+
+    /// Tells the sender of a datagram that did not open that the session is unknown, so a vehicle
+    /// whose session this server forgot (a restart) joins again at once; limited per source, and
+    /// smaller than what triggered it.
+    fn hint(&mut self, now: braid_proto::Instant, h: &Header, from: std::net::SocketAddr) {
+        let mut out = [0u8; 16];
+        if self.hint_limiter.allow(now, from.ip())
+            && let Some(n) = unknown_session_hint(now, h.session, h.link, &mut out)
+        {
+            self.counters.hints += 1;
+            self.outbox.push((out[..n].to_vec(), from));
+        }
+    }
+
+    /// Whether to answer an initiation whose timestamp is not newer than the peer's last one
+    /// ([`STALE_TIMESTAMP_IDLE`] says why): a rekey of the peer's running session (harmless: the
+    /// new keys serve only once the client uses them), or the peer's session silent for
+    /// [`STALE_TIMESTAMP_IDLE`] or absent.
+    fn stale_ok(&self, now: braid_proto::Instant, p: &PendingResponse) -> bool {
+        let running = self.by_peer.get(&p.peer).and_then(|id| self.sessions.get(id).map(|v| (*id, v.last_rx)));
+        answer_stale(running, p.wanted, now)
     }
 
     /// A handshake initiation: a new session, a rekey of a running one, or a cookie reply.
@@ -374,6 +427,14 @@ impl Server {
         };
         let peer = p.peer;
         let name = self.responder.peers()[peer].name.clone();
+        if !p.fresh {
+            if !self.stale_ok(now, &p) {
+                self.counters.rejected.count(Reject::Replay);
+                tracing::debug!(peer = %name, %from, "initiation not newer than the last one; its session is live");
+                return;
+            }
+            tracing::info!(peer = %name, %from, "initiation older than the last one accepted (a clock went back?); answered");
+        }
         let continued = p.wanted != 0 && self.sessions.get(&p.wanted).is_some_and(|v| v.peer == peer);
         let id = if continued {
             p.wanted
@@ -386,6 +447,10 @@ impl Server {
             self.fresh_id()
         };
         let suite = p.suite;
+        if !p.fresh && !continued {
+            // From now on the peer's initiations need only be newer than this one.
+            self.responder.accept_stale(&p);
+        }
         let (n, keys) = match self.responder.respond(now, p, id, continued, &mut out) {
             Ok(x) => x,
             Err(e) => {
@@ -403,11 +468,10 @@ impl Server {
         // A new session; the peer's old one (a vehicle that restarted) goes.
         if let Some(old) = self.by_peer.insert(peer, id) {
             self.sessions.remove(&old);
-            self.routes.retain(|_, s| *s != old);
         }
         let session = self.new_session(id, &name, now);
         let channel = SecureChannel::new(&keys, now);
-        self.sessions.insert(id, Vehicle { session, channel, peer, last_rx: now });
+        self.sessions.insert(id, Vehicle { session, channel, peer, last_rx: now, source_not_allowed: 0 });
         tracing::info!(peer = %name, session = format_args!("{id:04x}"), %from, cipher = %suite, "new session");
     }
 
@@ -452,8 +516,9 @@ impl Server {
         while let Some(t) = v.session.poll_transmit(self.clock.now(), &mut self.buf) {
             any = true;
             let Some(dest) = t.destination else { continue };
-            let Ok(n) = v.channel.seal(&mut self.buf, t.len) else {
-                // The buffer has room for the tag (sized above): cannot happen; drop, not panic.
+            let Ok(n) = v.channel.seal(self.clock.now(), &mut self.buf, t.len) else {
+                // The buffer has room for the tag (sized above), so the keys expired: the
+                // vehicle's rekeys have failed for REJECT_AFTER; nothing goes out until one works.
                 self.counters.send_errors += 1;
                 continue;
             };
@@ -466,10 +531,17 @@ impl Server {
         }
         while let Some(p) = v.session.poll_deliver() {
             any = true;
-            if let Some((src, _)) = addrs(&p) {
-                self.routes.insert(src, id);
+            // Only from the vehicle's own networks (cryptokey routing): the source must route
+            // back to this vehicle, or the packet is dropped and counted.
+            match addrs(&p) {
+                Some((src, _)) if self.routes.lookup(src) == Some(v.peer) => deliver(&self.tun, &p).await,
+                Some((src, _)) => {
+                    v.source_not_allowed += 1;
+                    self.counters.passenger.source_not_allowed += 1;
+                    tracing::debug!(session = format_args!("{id:04x}"), %src, "source not in the vehicle's allowed_ips; dropped");
+                }
+                None => self.counters.passenger.not_ip += 1,
             }
-            deliver(&self.tun, &p).await;
         }
         while let Some(e) = v.session.poll_event() {
             tracing::info!(session = format_args!("{id:04x}"), event = ?e, "session event");
@@ -499,7 +571,6 @@ impl Server {
         if self.sessions.len() != before {
             self.counters.expired += (before - self.sessions.len()) as u64;
             let live = &self.sessions;
-            self.routes.retain(|_, id| live.contains_key(id));
             self.by_peer.retain(|_, id| live.contains_key(id));
         }
     }
@@ -579,6 +650,7 @@ impl Server {
                 s.peer = self.responder.peers()[v.peer].name.clone();
                 s.cipher = v.channel.suite().to_string();
                 s.key_age_s = now.saturating_duration_since(v.channel.keys_born()).as_secs_f64();
+                s.source_not_allowed = v.source_not_allowed;
                 s
             })
             .collect();
@@ -596,6 +668,10 @@ impl Server {
             sessions_refused: self.counters.refused,
             sessions_expired: self.counters.expired,
             unroutable_packets: self.counters.unroutable,
+            passenger_dropped: super::status::PassengerDropped {
+                source_not_allowed: self.counters.passenger.source_not_allowed,
+                not_ip: self.counters.passenger.not_ip,
+            },
             send_errors: self.counters.send_errors,
             sessions,
         }
@@ -624,5 +700,24 @@ impl Server {
             }
             Err(e) => tracing::error!(error = format_args!("{e:#}"), "reload refused; keeping the running settings"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use braid_proto::Instant;
+
+    #[test]
+    fn a_client_whose_clock_went_back_is_not_locked_out() {
+        let t = Instant::from_micros(100_000_000);
+        // No session (the server restarted, or the vehicle's expired): answered.
+        assert!(answer_stale(None, 0, t));
+        // A rekey of the running session: answered (its keys serve only once the client uses them).
+        assert!(answer_stale(Some((7, t)), 7, t));
+        // A new session while the running one is live: refused, a replay must not disturb it...
+        assert!(!answer_stale(Some((7, t)), 0, t + Duration::from_secs(1)));
+        // ...but once it has been silent for STALE_TIMESTAMP_IDLE, the client rejoining is let in.
+        assert!(answer_stale(Some((7, t)), 0, t + STALE_TIMESTAMP_IDLE));
     }
 }

@@ -21,8 +21,11 @@ pub struct DaemonStatus {
     /// Passenger packets from the TUN device that no session could take (server: unknown
     /// destination with several sessions open).
     pub unroutable_packets: u64,
-    /// Datagrams whose send failed (interface down, no route, ...).
+    /// Datagrams whose send failed (interface down, no route, keys expired, ...).
     pub send_errors: u64,
+    /// Passenger packets out of a vehicle's session that the server dropped, by reason.
+    #[serde(default)]
+    pub passenger_dropped: PassengerDropped,
     /// Datagrams dropped by the crypto layer, by reason; every dropped datagram is in exactly one
     /// of these or in `garbage_datagrams`.
     pub rejected: Rejected,
@@ -34,6 +37,16 @@ pub struct DaemonStatus {
     pub unknown_session_hints: u64,
     /// The sessions.
     pub sessions: Vec<SessionStatus>,
+}
+
+/// Passenger packets a server dropped on their way out of a session, by reason.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct PassengerDropped {
+    /// Source address not in the sending vehicle's `allowed_ips` (spoofed, or a network missing
+    /// from the server's configuration).
+    pub source_not_allowed: u64,
+    /// Not an IPv4 or IPv6 packet.
+    pub not_ip: u64,
 }
 
 /// Rejected datagrams by reason (`braid_proto::crypto::Reject`).
@@ -51,6 +64,9 @@ pub struct Rejected {
     pub rate_limited: u64,
     /// Handshakes from keys not listed in the server's `[[peer]]` entries.
     pub unknown_key: u64,
+    /// Sealed datagrams under keys older than the limit (180 s): the rekeys failed.
+    #[serde(default)]
+    pub expired: u64,
 }
 
 impl From<braid_proto::crypto::RejectCounts> for Rejected {
@@ -62,6 +78,7 @@ impl From<braid_proto::crypto::RejectCounts> for Rejected {
             malformed: c.malformed,
             rate_limited: c.rate_limited,
             unknown_key: c.unknown_key,
+            expired: c.expired,
         }
     }
 }
@@ -78,6 +95,10 @@ pub struct SessionStatus {
     pub cipher: String,
     /// Seconds since the session's keys were made (rekeyed every `rekey_s`).
     pub key_age_s: f64,
+    /// Passenger packets from this vehicle dropped for a source outside its `allowed_ips`
+    /// (server).
+    #[serde(default)]
+    pub source_not_allowed: u64,
     /// Recovery scheme in force for what this end sends.
     pub recovery: String,
     /// Scheduler in force.
@@ -195,6 +216,7 @@ pub fn session_status(
         peer: String::new(),
         cipher: String::new(),
         key_age_s: 0.0,
+        source_not_allowed: 0,
         recovery: s.config().recovery.to_string(),
         scheduler: s.config().scheduler.to_string(),
         tun_in: st.tun_in,
