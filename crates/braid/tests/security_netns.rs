@@ -394,17 +394,28 @@ fn a_vehicle_joins_under_a_flood_from_65536_spoofed_sources() {
     let init = bed.forged_initiation();
     // The flooder sits behind the second vehicle's link (an attacker on the Internet).
     let attacker = bed.vans[1].clone();
-    bed.spawn(&attacker, &format!("exec python3 -c \"{SPOOF}\" {init} 20000 5 192.0.2.1 7700 65536"), "spoof.log");
+    bed.spawn(&attacker, &format!("exec python3 -c \"{SPOOF}\" {init} 20000 10 192.0.2.1 7700 65536"), "spoof.log");
     wait_for("the spoofed flood to reach the server", Duration::from_secs(5), || {
-        bed.status("server").is_some_and(|s| s["cookie_replies"].as_u64() > Some(5000))
+        bed.status("server").is_some_and(|s| s["cookie_replies"].as_u64() > Some(4096))
     });
-    let t = bed.join(0, JOIN);
+    // Well into the flood, not at a moment a table of sources might just have been swept.
+    std::thread::sleep(Duration::from_millis(400));
+    // Three joins (the vehicle restarted in between): a table of sources that fills up leaves a
+    // gap now and then, which one lucky join could hit.
+    let mut times = Vec::new();
+    for round in 0..3 {
+        if round > 0 {
+            let c = bed.children.len() - 1;
+            let _ = bed.children[c].kill();
+            let _ = bed.children[c].wait();
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        times.push(bed.join(0, JOIN).as_secs_f64());
+    }
     let srv = bed.status("server").expect("server status");
     println!(
-        "vehicle joined in {:.2} s under 20k/s from 65,536 spoofed sources (cookie replies {}, rate limited {})",
-        t.as_secs_f64(),
-        srv["cookie_replies"],
-        srv["rejected"]["rate_limited"]
+        "vehicle joined in {:.2?} s (3 restarts) under 20k/s from 65,536 spoofed sources (cookie replies {}, rate limited {})",
+        times, srv["cookie_replies"], srv["rejected"]["rate_limited"]
     );
 }
 
