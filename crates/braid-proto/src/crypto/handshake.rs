@@ -273,7 +273,10 @@ impl Initiator {
         payload[0] = self.suite.code();
         payload[1..5].copy_from_slice(&wanted.to_be_bytes());
         payload[5..13].copy_from_slice(&ts.to_be_bytes());
-        header(HandshakeKind::Initiation, 0, link, now, out);
+        // The session it continues, in the clear too (it is on every datagram of that session
+        // anyway): a load balancer in front of several servers routes a rekey or a rejoin by it
+        // to the server that holds the session; 0 (a new session) may go to any.
+        header(HandshakeKind::Initiation, wanted, link, now, out);
         let n = hs.write_message(&payload, &mut out[HEADER_LEN..HEADER_LEN + NOISE1_LEN])?;
         debug_assert_eq!(n, NOISE1_LEN);
         let m1 = HEADER_LEN + NOISE1_LEN;
