@@ -319,7 +319,10 @@ fn ipv6_outer_and_tunnel_two_vehicles_per_vehicle_control() {
     assert_eq!(recovery(&tb, "bus-18"), "arq", "a per-vehicle setting outlives the session");
 
     // Prometheus, over IPv6 loopback, labelled by vehicle.
-    let metrics = tb.sh("lan", "curl -gs http://[::1]:9478/metrics");
+    let metrics = tb.sh(
+        "lan",
+        "python3 -c \"import urllib.request as u; print(u.urlopen('http://[::1]:9478/metrics').read().decode())\"",
+    );
     assert!(metrics.contains("braid_build_info{version=\""), "{metrics}");
     assert!(metrics.contains("braid_uplink_received_bytes_total{vehicle=\"bus-17\",uplink=\"link1\"}"), "{metrics}");
     for v in ["bus-17", "bus-18"] {
