@@ -306,6 +306,21 @@ fn delivered(control: &str) -> Result<HashMap<String, u64>, Error> {
         .collect())
 }
 
+/// Datagrams the server received, all sessions together.
+fn received(control: &str) -> Result<u64, Error> {
+    let mut s = std::os::unix::net::UnixStream::connect(control)?;
+    s.write_all(b"{\"cmd\":\"status\"}\n")?;
+    let mut line = String::new();
+    std::io::BufReader::new(s).read_line(&mut line)?;
+    let v: serde_json::Value = serde_json::from_str(&line)?;
+    let sessions = v["status"]["sessions"].as_array().cloned().unwrap_or_default();
+    Ok(sessions
+        .iter()
+        .flat_map(|x| x["uplinks"].as_array().cloned().unwrap_or_default())
+        .map(|u| u["datagrams_received"].as_u64().unwrap_or(0))
+        .sum())
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
@@ -438,12 +453,18 @@ async fn run(args: &[String]) -> Result<(), Error> {
     let settle = tokio::time::Instant::now() + Duration::from_secs(1);
     collect(&mut rep_rx, settle, &mut Vec::new(), &mut joined, &mut failed, None).await;
     let mut full_rtts = Vec::new();
-    let cpu_idle0 = cpu_seconds(&pid.to_string());
+    let cpu_idle0 = (cpu_seconds(&pid.to_string()), cpu_seconds("self"));
+    let rx0 = received(&control)?;
     let idle_until = tokio::time::Instant::now() + Duration::from_secs(5);
     collect(&mut rep_rx, idle_until, &mut full_rtts, &mut joined, &mut failed, None).await;
-    let cpu_idle = cpu_seconds(&pid.to_string()) - cpu_idle0;
+    let cpu_idle = (cpu_seconds(&pid.to_string()) - cpu_idle0.0, cpu_seconds("self") - cpu_idle0.1);
+    let rx_rate = (received(&control)? - rx0) as f64 / 5.0;
     let (_, full_p99) = summary("established vehicle, idle, all sessions open", &mut full_rtts);
-    println!("server CPU with every session open and idle: {:.2} s per s", cpu_idle / 5.0);
+    println!(
+        "with every session open and idle: the server receives {rx_rate:.0} datagrams/s; CPU s/s: server {:.2}, emulator {:.2}",
+        cpu_idle.0 / 5.0,
+        cpu_idle.1 / 5.0
+    );
     println!("all-open p99 / idle p99: {:.2}", full_p99 / idle_p99.max(1e-9));
     let rss1 = rss(pid);
     let sessions = delivered(&control)?.len();

@@ -319,7 +319,10 @@ fn ipv6_outer_and_tunnel_two_vehicles_per_vehicle_control() {
     assert_eq!(recovery(&tb, "bus-18"), "arq", "a per-vehicle setting outlives the session");
 
     // Prometheus, over IPv6 loopback, labelled by vehicle.
-    let metrics = tb.sh("lan", "curl -gs http://[::1]:9478/metrics");
+    let metrics = tb.sh(
+        "lan",
+        "python3 -c \"import urllib.request as u; print(u.urlopen('http://[::1]:9478/metrics').read().decode())\"",
+    );
     assert!(metrics.contains("braid_build_info{version=\""), "{metrics}");
     assert!(metrics.contains("braid_uplink_received_bytes_total{vehicle=\"bus-17\",uplink=\"link1\"}"), "{metrics}");
     for v in ["bus-17", "bus-18"] {
@@ -363,8 +366,11 @@ fn client_moves_to_the_next_server_and_looks_the_name_up_again() {
     let server_pub = genkey(&dir, "server");
     let k = genkey(&dir, "bus17");
     let tun = "name = \"braid0\", address = \"10.77.0.1/24\"";
-    server_config(&dir, "a", "0.0.0.0:7700", tun, &[("bus-17", &k)], "");
-    server_config(&dir, "b", "0.0.0.0:7700", tun, &[("bus-17", &k)], "");
+    // Each server hands out session ids with its number in the high 4 bits (what a load
+    // balancer in front of them would route by).
+    server_config(&dir, "a", "0.0.0.0:7700", tun, &[("bus-17", &k)], "server_id = 1\nserver_id_bits = 4\n");
+    server_config(&dir, "b", "0.0.0.0:7700", tun, &[("bus-17", &k)], "server_id = 2\nserver_id_bits = 4\n");
+    let server_of_session = |tb: &Testbed| tb.status("bus17", &[])["sessions"][0]["id"].as_u64().map(|id| id >> 12);
     client_config(
         &dir,
         "bus17",
@@ -402,6 +408,7 @@ fn client_moves_to_the_next_server_and_looks_the_name_up_again() {
         tb.daemon("lb", "server", "b");
     }
     assert_eq!(peer(&tb).as_deref(), Some("fleet.test:7700 (192.0.2.1:7700)"));
+    assert_eq!(server_of_session(&tb), Some(1), "A's session ids carry server_id 1");
     assert!(ping(&tb).contains(" 0% packet loss"));
 
     // A is killed: the client moves to B.
@@ -412,6 +419,7 @@ fn client_moves_to_the_next_server_and_looks_the_name_up_again() {
     let p = ping(&tb);
     println!("A killed: on B after {to_b:.1} s (rejoin_s = 2); {}", p.lines().last().unwrap_or(""));
     assert!(p.contains(" 0% packet loss"), "{p}");
+    assert_eq!(server_of_session(&tb), Some(2), "B's session ids carry server_id 2");
 
     // The name moves to 192.0.2.3, where A comes back; B is killed: the client looks the name
     // up again and joins A at its new address.

@@ -374,7 +374,10 @@ impl Initiator {
         payload[5..13].copy_from_slice(&ts.to_be_bytes());
         let tag = self.next_tag;
         self.next_tag = (self.next_tag + 1) & TAG_MASK;
-        header(HandshakeKind::Initiation, 0, link, tag, now, out);
+        // The session it continues, in the clear too (it is on every datagram of that session
+        // anyway): a load balancer in front of several servers routes a rekey or a rejoin by it
+        // to the server that holds the session; 0 (a new session) may go to any.
+        header(HandshakeKind::Initiation, wanted, link, tag, now, out);
         let n = hs.write_message(&payload, &mut out[HEADER_LEN..HEADER_LEN + NOISE1_LEN])?;
         debug_assert_eq!(n, NOISE1_LEN);
         let m1 = HEADER_LEN + NOISE1_LEN;

@@ -618,3 +618,17 @@ proptest::proptest! {
         }
     }
 }
+
+/// A load balancer that routes by session id sees, in the clear, which session a rekey or
+/// rejoin continues (0 for a new one); mac1 covers the header, so changing it is refused.
+#[test]
+fn initiation_names_the_session_it_continues_in_the_clear() {
+    let server = StaticSecret::from_bytes([7; 32]);
+    let mut init =
+        Initiator::new(StaticSecret::from_bytes([9; 32]), server.public_key(), None, CipherSuite::default(), [1; 32]);
+    let mut out = [0u8; INITIATION_LEN];
+    for wanted in [0, 0x1234, Header::MAX_SESSION] {
+        init.initiate(Instant::from_micros(0), 1 + u64::from(wanted), wanted, LinkId(0), &mut out).unwrap();
+        assert_eq!(Header::parse(&out).unwrap().0.session, wanted);
+    }
+}

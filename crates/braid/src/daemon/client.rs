@@ -363,6 +363,12 @@ impl Client {
         if self.servers.handle_initiation(silent) {
             let gone = self.servers.entry().to_string();
             self.servers.advance();
+            // Its session went with it: ask the next one for a new session (id 0), which a
+            // load balancer in front of several servers may send to any live one, instead of
+            // the old id, which it would route to the dead server again.
+            if self.keyed.take().is_some() {
+                tracing::info!("the session with the silent server is left");
+            }
             tracing::warn!(
                 server = %gone,
                 next = %self.servers.entry(),

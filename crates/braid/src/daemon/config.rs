@@ -159,7 +159,18 @@ pub struct ServerConfig {
     /// Allows `metrics` on an address other than loopback (the endpoint has no authentication).
     #[serde(default)]
     pub metrics_public: bool,
+    /// This server's number among the servers behind one load balancer that routes by session
+    /// id: it makes the high `server_id_bits` bits of every session id it hands out.
+    #[serde(default)]
+    pub server_id: u16,
+    /// How many high bits of the 16-bit session id carry `server_id` (0, the default: none, the
+    /// whole id space is this server's). At most 8.
+    #[serde(default)]
+    pub server_id_bits: u8,
 }
+
+/// Most session id bits a server id may take: 8 leave 256 ids per server.
+pub const MAX_SERVER_ID_BITS: u8 = 8;
 
 fn default_rekey_s() -> u64 {
     braid_proto::crypto::REKEY_AFTER.as_secs()
@@ -577,10 +588,18 @@ impl ServerConfig {
         if c.max_sessions == 0 {
             bail!("max_sessions: must be at least 1");
         }
-        if c.max_sessions > MAX_SESSIONS {
+        if c.server_id_bits > MAX_SERVER_ID_BITS {
+            bail!("server_id_bits: {} is more than {MAX_SERVER_ID_BITS}", c.server_id_bits);
+        }
+        if u32::from(c.server_id) >> c.server_id_bits != 0 {
+            bail!("server_id: {} does not fit in server_id_bits = {}", c.server_id, c.server_id_bits);
+        }
+        let most = MAX_SESSIONS >> c.server_id_bits;
+        if c.max_sessions > most {
             bail!(
-                "max_sessions: {} is more than {MAX_SESSIONS} (session ids are 16 bits; at most half are used so that a free one is found at once)",
-                c.max_sessions
+                "max_sessions: {} is more than {most} (session ids are 16 bits, {} of them this server's; at most half are used so that a free one is found at once)",
+                c.max_sessions,
+                16 - c.server_id_bits
             );
         }
         if c.session_idle_s == 0 {
@@ -638,6 +657,13 @@ impl ServerConfig {
     /// The control socket path.
     pub fn control_path(&self) -> PathBuf {
         self.control.clone().unwrap_or_else(|| PathBuf::from("/run/braid/server.sock"))
+    }
+
+    /// The session ids this server hands out: `prefix | low` for `low` in `0..=mask`, the prefix
+    /// being `server_id` in the high `server_id_bits` bits.
+    pub fn session_ids(&self) -> (u32, u32) {
+        let low_bits = 16 - u32::from(self.server_id_bits);
+        (u32::from(self.server_id) << low_bits, (1 << low_bits) - 1)
     }
 }
 
@@ -808,5 +834,20 @@ allowed_ips = ["10.77.0.3", "10.18.0.0/24"]
         let s = ServerConfig::parse(&SERVER.replace("0.0.0.0:7700", "[::]:7700")).unwrap();
         assert!(s.listen.is_ipv6());
         assert_eq!(s.mtu().unwrap(), ServerConfig::parse(SERVER).unwrap().mtu().unwrap() - 20);
+    }
+
+    #[test]
+    fn server_id_takes_the_high_bits_of_session_ids() {
+        let c = ServerConfig::parse(SERVER).unwrap();
+        assert_eq!(c.session_ids(), (0, 0xffff));
+        let with = |extra: &str| ServerConfig::parse(&format!("{extra}\n{SERVER}"));
+        let c = with("server_id = 3\nserver_id_bits = 4\nmax_sessions = 2048").unwrap();
+        assert_eq!(c.session_ids(), (0x3000, 0x0fff));
+        let e = format!("{:#}", with("server_id = 16\nserver_id_bits = 4").unwrap_err());
+        assert!(e.contains("server_id: 16"), "{e}");
+        let e = format!("{:#}", with("server_id_bits = 4\nmax_sessions = 2049").unwrap_err());
+        assert!(e.contains("max_sessions") && e.contains("2048"), "{e}");
+        let e = format!("{:#}", with("server_id_bits = 9").unwrap_err());
+        assert!(e.contains("server_id_bits"), "{e}");
     }
 }

@@ -229,14 +229,19 @@ fn default_socket_among(given: Option<&Path>, defaults: &[&Path]) -> anyhow::Res
         return Ok(p.to_path_buf());
     }
     let present: Vec<&Path> = defaults.iter().copied().filter(|p| p.exists()).collect();
-    let list = |ps: &[&Path]| ps.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" and ");
+    let list = |ps: &[&Path], sep: &str| ps.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(sep);
     match present.as_slice() {
         [one] => Ok(one.to_path_buf()),
         [] => anyhow::bail!(
             "no braid daemon found: neither {} exists (is it running? its file's `control` key may name another path: --control PATH)",
-            list(defaults)
+            list(defaults, " nor ")
         ),
-        many => anyhow::bail!("both a client and a server run here ({}): choose one with --control PATH", list(many)),
+        many => {
+            anyhow::bail!(
+                "both a client and a server run here ({}): choose one with --control PATH",
+                list(many, " and ")
+            )
+        }
     }
 }
 

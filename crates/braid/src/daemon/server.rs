@@ -475,22 +475,25 @@ impl Server {
         tracing::info!(peer = %name, session = format_args!("{id:04x}"), %from, cipher = %suite, "new session");
     }
 
-    /// A random session id not in use (never 0: a client asks for 0 when it wants a new one).
-    /// `max_sessions` is at most half the id space, so a random draw is free at least half the
-    /// time; the scan after 64 draws only runs if the OS has no randomness.
+    /// A random session id not in use (never 0: a client asks for 0 when it wants a new one),
+    /// in this server's part of the id space (`server_id` in the high bits, so that a load
+    /// balancer can route by it). `max_sessions` is at most half that part, so a random draw is
+    /// free at least half the time; the scan after 64 draws only runs if the OS has no randomness.
     fn fresh_id(&self) -> u32 {
+        let (prefix, mask) = self.cfg.session_ids();
+        let free = |id: u32| id != 0 && !self.sessions.contains_key(&id);
         for _ in 0..64 {
             let mut b = [0u8; 4];
             // Without OS randomness ids are still unique (checked below), only guessable, and a
             // guessed id gains nothing without the session's keys.
             let _ = getrandom::fill(&mut b);
-            let id = u32::from_le_bytes(b) & Header::MAX_SESSION;
-            if id != 0 && !self.sessions.contains_key(&id) {
+            let id = prefix | (u32::from_le_bytes(b) & mask);
+            if free(id) {
                 return id;
             }
         }
-        // Some id is always free: there are never more than max_sessions <= MAX_SESSION / 2 sessions.
-        (1..=Header::MAX_SESSION).find(|id| !self.sessions.contains_key(id)).unwrap_or(Header::MAX_SESSION)
+        // Some id is always free: there are never more than max_sessions <= mask / 2 sessions.
+        (0..=mask).map(|low| prefix | low).find(|id| free(*id)).unwrap_or(prefix | mask)
     }
 
     fn new_session(&self, id: u32, peer: &str, now: braid_proto::Instant) -> Session {
