@@ -175,13 +175,14 @@ fn client_config(dir: &Path, name: &str, server: &str, server_pub: &str, tun: &s
     std::fs::write(dir.join(format!("{name}.toml")), text).expect("client config");
 }
 
-fn server_config(dir: &Path, name: &str, listen: &str, tun: &str, peers: &[(&str, &str)], extra: &str) {
+/// `peers`: name, public key and `allowed_ips` (a TOML array) of each vehicle.
+fn server_config(dir: &Path, name: &str, listen: &str, tun: &str, peers: &[(&str, &str, &str)], extra: &str) {
     let d = dir.display();
     let mut text = format!(
         "listen = \"{listen}\"\nprivate_key = \"{d}/server.key\"\ntun = {{ {tun} }}\ncontrol = \"{d}/{name}.sock\"\n{extra}"
     );
-    for (n, k) in peers {
-        text += &format!("[[peer]]\nname = \"{n}\"\npublic_key = \"{k}\"\n");
+    for (n, k, allowed) in peers {
+        text += &format!("[[peer]]\nname = \"{n}\"\npublic_key = \"{k}\"\nallowed_ips = {allowed}\n");
     }
     std::fs::write(dir.join(format!("{name}.toml")), text).expect("server config");
 }
@@ -242,7 +243,7 @@ fn ipv6_outer_and_tunnel_two_vehicles_per_vehicle_control() {
         "server",
         "[::]:7700",
         "name = \"braid0\", address = [\"10.77.0.1/24\", \"fd77::1/64\"]",
-        &[("bus-17", &k17), ("bus-18", &k18)],
+        &[("bus-17", &k17, r#"["10.77.0.2/32", "fd77::2/128"]"#), ("bus-18", &k18, r#"["fd77::18/128"]"#)],
         "metrics = \"[::1]:9478\"\n",
     );
     let server = "server = \"[fd00::1]:7700\"";
@@ -368,8 +369,8 @@ fn client_moves_to_the_next_server_and_looks_the_name_up_again() {
     let tun = "name = \"braid0\", address = \"10.77.0.1/24\"";
     // Each server hands out session ids with its number in the high 4 bits (what a load
     // balancer in front of them would route by).
-    server_config(&dir, "a", "0.0.0.0:7700", tun, &[("bus-17", &k)], "server_id = 1\nserver_id_bits = 4\n");
-    server_config(&dir, "b", "0.0.0.0:7700", tun, &[("bus-17", &k)], "server_id = 2\nserver_id_bits = 4\n");
+    server_config(&dir, "a", "0.0.0.0:7700", tun, &[("bus-17", &k, r#"["10.77.0.2/32"]"#)], "server_id = 1\nserver_id_bits = 4\n");
+    server_config(&dir, "b", "0.0.0.0:7700", tun, &[("bus-17", &k, r#"["10.77.0.2/32"]"#)], "server_id = 2\nserver_id_bits = 4\n");
     let server_of_session = |tb: &Testbed| tb.status("bus17", &[])["sessions"][0]["id"].as_u64().map(|id| id >> 12);
     client_config(
         &dir,

@@ -237,6 +237,7 @@ fn server_exposition_follows_the_naming_rules_and_names_vehicles() {
         "sessions_refused_total",
         "sessions_expired_total",
         "unroutable_packets_total",
+        "passenger_dropped_total",
         "sessions",
     ];
     let per_vehicle: Vec<&Sample> =
