@@ -291,6 +291,17 @@ _, back = loop.run_until_complete(loop.create_datagram_endpoint(Back, local_addr
 loop.run_forever()
 "#;
 
+/// Sends a forged data datagram (version 2, type data: 0x84) for each session id given and prints the length of the answer to
+/// each (0: none within a second).
+const PROBE: &str = r#"
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1.0)
+for sid in sys.argv[1:]:
+    s.sendto(bytes([0x84]) + int(sid).to_bytes(2, "big") + bytes([0]) + bytes([0x7f, 0, 0]) + bytes(53), ("192.0.2.1", 7700))
+    try: print(len(s.recv(2048)))
+    except socket.timeout: print(0)
+"#;
+
 #[test]
 fn a_vehicle_cannot_take_another_vehicles_addresses() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -337,6 +348,14 @@ fn a_vehicle_cannot_take_another_vehicles_addresses() {
     let after = bed.status("c1").expect("bus-18 status")["sessions"][0]["delivered"].as_u64().unwrap_or(0);
     println!("server -> bus-18 after the spoof: {}", ping.lines().last().unwrap_or(""));
     assert!(ping.contains(" 0% packet loss") && after >= before + 5, "bus-18's traffic taken over: {ping}");
+
+    // A forged datagram for a live session id and one for a dead id get the same answer (an
+    // unknown-session hint each, 11 bytes), so a prober learns nothing about which ids are live.
+    let live = srv["sessions"][0]["id"].as_u64().expect("a session id");
+    let dead = (live + 1) % 65_536;
+    let answers = bed.ns(&lan, &format!("python3 -c '{PROBE}' {live} {dead}"));
+    println!("answers to forged datagrams for a live and a dead session id: {}", answers.trim());
+    assert_eq!(answers.split_whitespace().collect::<Vec<_>>(), ["11", "11"], "live and dead ids told apart");
 
     // The control socket: 0600 although the server started with umask 000; user nobody is
     // refused, even when the file mode would let it in (peer credentials).

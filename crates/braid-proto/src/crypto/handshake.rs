@@ -2,14 +2,14 @@
 //! the `snow` crate.
 //!
 //! ```text
-//! initiation (client -> server), 153 bytes:
+//! initiation (client -> server), 152 bytes:
 //!   clear header (type Handshake, flags 0, session 0, seq = tag) | noise msg 1 (e, es, s, ss) | mac1 | mac2
 //!   msg 1 payload (encrypted): cipher suite u8, session wanted u32 (0 = new), timestamp u64
-//! response (server -> client), 96 bytes:
+//! response (server -> client), 95 bytes:
 //!   clear header (flags 1, session = the session id, seq = tag) | noise msg 2 (e, ee, se, psk) | mac1 | mac2
 //!   msg 2 payload (encrypted): u32 = continued flag (bit 24) | session id (bits 0-23)
-//! cookie reply (server -> client), 56 bytes: header (flags 2, seq = tag) | nonce | sealed cookie
-//! unknown-session hint (server -> client), 12 bytes: header (flags 3, session = the unknown id)
+//! cookie reply (server -> client), 55 bytes: header (flags 2, seq = tag) | nonce | sealed cookie
+//! unknown-session hint (server -> client), 11 bytes: header (flags 3, session = the unknown id)
 //! ```
 //!
 //! The tag is a 24-bit number the client picks per initiation, in the header's per-link sequence
@@ -144,7 +144,7 @@ fn header(kind: HandshakeKind, session: u32, link: LinkId, tag: u32, now: Instan
         link_seq: tag & TAG_MASK,
         timestamp: now.wire_timestamp(),
     };
-    // Callers check that `out` holds the whole message, so the 12 bytes fit.
+    // Callers check that `out` holds the whole message, so the header fits.
     let _ = h.emit(out);
 }
 

@@ -141,6 +141,19 @@ fn allowed(stream: &tokio::net::UnixStream, owner: u32) -> bool {
 /// accept: the error would otherwise repeat at once and spin a core.
 pub(super) const ACCEPT_BACKOFF: std::time::Duration = std::time::Duration::from_millis(100);
 
+/// An accept's result for the accept loops of the control socket and the metrics endpoint: the
+/// connection, or after an error a pause of [`ACCEPT_BACKOFF`] and `None` (accept again).
+pub(super) async fn accepted<T>(r: std::io::Result<T>, what: &str) -> Option<T> {
+    match r {
+        Ok(t) => Some(t),
+        Err(e) => {
+            tracing::warn!(error = %e, "{what}: accept failed; backing off");
+            tokio::time::sleep(ACCEPT_BACKOFF).await;
+            None
+        }
+    }
+}
+
 /// Listens on `path` and forwards requests to the loop.
 pub fn spawn(path: &Path, tx: mpsc::Sender<Input>) -> anyhow::Result<SocketGuard> {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -157,14 +170,7 @@ pub fn spawn(path: &Path, tx: mpsc::Sender<Input>) -> anyhow::Result<SocketGuard
     let owner = std::fs::metadata(path).with_context(|| format!("control: {}", path.display()))?.uid();
     tokio::spawn(async move {
         loop {
-            let stream = match listener.accept().await {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    tracing::warn!(error = %e, "control: accept failed; backing off");
-                    tokio::time::sleep(ACCEPT_BACKOFF).await;
-                    continue;
-                }
-            };
+            let Some((stream, _)) = accepted(listener.accept().await, "control").await else { continue };
             if !allowed(&stream, owner) {
                 let uid = stream.peer_cred().map(|c| c.uid()).ok();
                 tracing::warn!(?uid, "control: connection from another user refused");
@@ -319,6 +325,21 @@ mod tests {
             tokio::task::spawn_blocking(move || request(&p, &Request::Status { peer: None })).await.unwrap().unwrap();
         assert!(r.ok, "the daemon's own user is answered");
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn accept_errors_back_off() {
+        // An accept that always fails (out of file descriptors) is retried ten times a second,
+        // not in a loop that spins a core.
+        let start = tokio::time::Instant::now();
+        let mut tries = 0;
+        while start.elapsed() < std::time::Duration::from_secs(1) {
+            tries += 1;
+            assert!(tries <= 20, "accept retried {tries} times within a second");
+            let failed: std::io::Result<()> = Err(std::io::Error::from_raw_os_error(24));
+            assert!(accepted(failed, "test").await.is_none());
+        }
+        assert_eq!(tries, 10);
     }
 
     #[test]

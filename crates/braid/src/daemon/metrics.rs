@@ -16,14 +16,8 @@ pub async fn spawn(addr: SocketAddr, tx: mpsc::Sender<Input>) -> anyhow::Result<
     let listener = TcpListener::bind(addr).await.with_context(|| format!("metrics: cannot listen on {addr}"))?;
     tokio::spawn(async move {
         loop {
-            let mut stream = match listener.accept().await {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    // Out of file descriptors, say: the error would repeat at once and spin.
-                    tracing::warn!(error = %e, "metrics: accept failed; backing off");
-                    tokio::time::sleep(super::control::ACCEPT_BACKOFF).await;
-                    continue;
-                }
+            let Some((mut stream, _)) = super::control::accepted(listener.accept().await, "metrics").await else {
+                continue;
             };
             let tx = tx.clone();
             tokio::spawn(async move {
