@@ -6,9 +6,9 @@
 //! loop owns the session(s), feeds them the inputs and the clock, and writes out what they poll.
 
 pub mod client;
-pub mod config;
+pub use braid_config::config;
 pub mod control;
-pub mod keys;
+pub use braid_config::keys;
 pub mod metrics;
 pub mod mss;
 pub mod netwatch;
