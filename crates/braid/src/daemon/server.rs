@@ -116,6 +116,7 @@ async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
     }
     spawn_signals(tx).context("installing signal handlers")?;
     tracing::info!(listen = %cfg.listen, mtu, tun = %cfg.tun.name, peers = cfg.peer.len(), "server started");
+    super::notify::notify_or_log("READY=1");
     let buf = vec![0u8; usize::from(mtu) + braid_proto::wire::MAX_CARRIER_OVERHEAD + TAG_LEN];
     let mut server = Server {
         cfg,
@@ -270,7 +271,10 @@ impl Server {
             }
             Input::Net(_) => {}
             Input::Reload => self.reload(),
-            Input::Shutdown => return false,
+            Input::Shutdown => {
+                super::notify::notify_or_log("STOPPING=1");
+                return false;
+            }
         }
         true
     }
@@ -436,7 +440,7 @@ impl Server {
             deliver(&self.tun, &p).await;
         }
         while let Some(e) = v.session.poll_event() {
-            tracing::info!(session = format_args!("{id:04x}"), event = ?e, "session event");
+            super::log_event(e, Some(&format!("{id:04x}")), |l| l.to_string());
         }
         any
     }
