@@ -5,6 +5,7 @@
 # Gbit/s and the ratio to wireguard-go. Needs root, iperf3, wireguard-go, wireguard-tools
 # (apt-get install iperf3 wireguard-go wireguard-tools).
 #   scripts/bench-daemon.sh [SECONDS] [ROUNDS]
+# braid is built with --profile bench: the release build with line tables, for perf.
 #   BASELINE=/path/to/older/braid scripts/bench-daemon.sh 8 2   # also that binary, same run
 # ROUNDS repeats every measurement, interleaved, so a noisy machine shows as a spread between
 # rounds rather than as a difference between tunnels; rows are labelled r<round>.
@@ -25,8 +26,8 @@ missing=""
 for t in iperf3 wireguard-go wg python3; do command -v $t >/dev/null || missing="$missing $t"; done
 [ -z "$missing" ] || { echo "bench-daemon: missing:$missing (apt-get install iperf3 wireguard-go wireguard-tools)" >&2; exit 1; }
 
-cargo build --release --quiet -p braid
-BIN=$PWD/target/release/braid
+cargo build --profile bench --quiet -p braid
+BIN=$PWD/target/bench/braid
 
 pair_up
 

@@ -10,6 +10,11 @@ use crate::hosts::HostTcp;
 use crate::netns::Netns;
 use crate::topology::{RIDERS_NET, SERVER, Topology, VAN_LAN, WEB, uplink_addr, uplink_dev};
 use anyhow::{Context, bail};
+use braid_config::allowed_ips::{AllowedIps, Prefix};
+use braid_config::config::{
+    ClientConfig, Key, PeerEntry, Recovery, Scheduler, ServerConfig, SessionSettings, TunConfig, UplinkConfig,
+};
+use braid_config::keys;
 use braid_sim::host::TcpCounters;
 use braid_sim::scenario::{Peer, SchemeKind, SchemeSpec};
 use serde_json::Value;
@@ -198,32 +203,48 @@ fn start_braid(topo: &Topology, scheme: &SchemeSpec, braid_bin: &Path, run: &mut
     // A fresh key pair per side and run, as an operator makes them (`braid genkey`, mode 600).
     let (ckey, cpub) = make_key(braid_bin, &dir.join("client.key"))?;
     let (skey, spub) = make_key(braid_bin, &dir.join("server.key"))?;
-    let mut client = format!(
-        "server = \"{SERVER}:{BRAID_PORT}\"\nprivate_key = \"{}\"\nserver_public_key = \"{spub}\"\n\
-         tun = {{ name = \"braid0\", address = \"10.77.0.2/24\" }}\ncontrol = \"{}\"\n",
-        ckey.display(),
-        csock.display()
-    );
-    for (i, l) in topo.links.iter().enumerate() {
-        let _ = write!(
-            client,
-            "[[uplink]]\nname = \"{}\"\ninterface = \"{}\"\nup_kbps = {:.0}\ndown_kbps = {:.0}\nweight = {}\n",
-            l.name,
-            uplink_dev(i),
-            l.up.rate.mean_kbps().max(1.0),
-            l.down.rate.mean_kbps().max(1.0),
-            weights.get(i).copied().unwrap_or(1)
-        );
-    }
-    let session = format!("[session]\nrecovery = \"{recovery}\"\nscheduler = \"{scheduler}\"\naqm = {}\n", scheme.aqm);
-    client.push_str(&session);
-    let server = format!(
-        "listen = \"0.0.0.0:{BRAID_PORT}\"\nprivate_key = \"{}\"\n\
-         tun = {{ name = \"braid0\", address = \"10.77.0.1/24\" }}\ncontrol = \"{}\"\n{session}\
-         [[peer]]\nname = \"van\"\npublic_key = \"{cpub}\"\nallowed_ips = [\"10.77.0.2/32\", \"{RIDERS_NET}\"]\n",
-        skey.display(),
-        ssock.display()
-    );
+    // The daemons' files are written through their own types, so every setting of the scheme
+    // reaches them or this fails to build.
+    let session = SessionSettings {
+        recovery: Some(Recovery(recovery)),
+        scheduler: Some(Scheduler(scheduler)),
+        aqm: scheme.aqm,
+        hold_ms: scheme.hold.map(|h| h.as_secs_f64() * 1e3),
+    };
+    let tun = |address: &str| -> anyhow::Result<TunConfig> {
+        let address = address.to_string().try_into().map_err(anyhow::Error::msg)?;
+        Ok(TunConfig { name: "braid0".into(), address, mtu: None })
+    };
+    let mut client =
+        ClientConfig::new(format!("{SERVER}:{BRAID_PORT}"), ckey, keys::parse_public(&spub)?, tun("10.77.0.2/24")?);
+    client.control = Some(csock.clone());
+    client.session = session.clone();
+    client.uplink = topo
+        .links
+        .iter()
+        .enumerate()
+        .map(|(i, l)| UplinkConfig {
+            name: l.name.clone(),
+            interface: uplink_dev(i),
+            up_kbps: l.up.rate.mean_kbps().max(1.0).round(),
+            down_kbps: l.down.rate.mean_kbps().max(1.0).round(),
+            weight: weights.get(i).copied().unwrap_or(1),
+        })
+        .collect();
+    // The vehicle's tunnel address and the riders' network behind it (cryptokey routing).
+    let allowed =
+        ["10.77.0.2/32", RIDERS_NET].iter().map(|p| Prefix::try_from(p.to_string()).map_err(anyhow::Error::msg));
+    let van = PeerEntry {
+        name: "van".into(),
+        public_key: Key(keys::parse_public(&cpub)?),
+        preshared_key: None,
+        allowed_ips: AllowedIps(allowed.collect::<anyhow::Result<_>>()?),
+    };
+    let mut server =
+        ServerConfig::new(SocketAddr::from(([0, 0, 0, 0], BRAID_PORT)), skey, tun("10.77.0.1/24")?, vec![van]);
+    server.control = Some(ssock.clone());
+    server.session = session;
+    let (client, server) = (client.to_toml()?, server.to_toml()?);
     let (cpath, spath) = (dir.join("client.toml"), dir.join("server.toml"));
     std::fs::write(&cpath, client)?;
     std::fs::write(&spath, server)?;

@@ -19,6 +19,18 @@ struct Cli {
     /// Log filter (tracing EnvFilter syntax), e.g. "info" or "braid_proto=debug".
     #[arg(long, global = true, env = "BRAID_LOG", default_value = "warn")]
     log: String,
+    /// Log lines as text (colours only on a terminal) or as one JSON object per line.
+    #[arg(long, global = true, env = "BRAID_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+/// How log lines are written to stderr.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum LogFormat {
+    /// Human-readable lines; ANSI colours only when stderr is a terminal (not in files or journald).
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
 }
 
 #[derive(Subcommand, Debug)]
@@ -39,6 +51,9 @@ enum Command {
     Status(cli::daemon::StatusArgs),
     /// Change a running daemon's settings without disturbing its traffic.
     Set(cli::daemon::SetArgs),
+    /// Check a client or server configuration file and its key files, as `nginx -t`: prints
+    /// OK or the error with its key and line; exit status 0 or 1.
+    Check(cli::daemon::CheckArgs),
     /// Print a new private key (base64): `braid genkey > private.key` (umask 077 first).
     Genkey,
     /// Read a private key on stdin, print its public key: `braid pubkey < private.key`.
@@ -47,10 +62,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&cli.log).unwrap_or_else(|_| "warn".into()))
-        .with_writer(std::io::stderr)
-        .init();
+    if let Err(e) = init_logging(&cli.log, cli.log_format) {
+        eprintln!("braid: {e:#}");
+        return ExitCode::FAILURE;
+    }
     let result = match cli.command {
         Command::Sim(a) => cli::sim::sim(a),
         Command::Demo(a) => cli::sim::demo(a),
@@ -59,6 +74,7 @@ fn main() -> ExitCode {
         Command::Server(a) => daemon::server::run(&a.config),
         Command::Status(a) => cli::daemon::status(a),
         Command::Set(a) => cli::daemon::set(a),
+        Command::Check(a) => cli::daemon::check(a),
         Command::Genkey => daemon::keys::genkey(),
         Command::Pubkey => daemon::keys::pubkey(),
     };
@@ -69,4 +85,20 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Installs the log subscriber: a filter that does not parse is an error (it used to become
+/// `warn` silently), and colours go only to a terminal.
+fn init_logging(filter: &str, format: LogFormat) -> anyhow::Result<()> {
+    use std::io::IsTerminal as _;
+    let filter = tracing_subscriber::EnvFilter::builder()
+        .with_default_directive(tracing::Level::WARN.into())
+        .parse(filter)
+        .map_err(|e| anyhow::anyhow!("--log / BRAID_LOG {filter:?}: {e}"))?;
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => builder.json().init(),
+    }
+    Ok(())
 }

@@ -369,8 +369,22 @@ fn client_moves_to_the_next_server_and_looks_the_name_up_again() {
     let tun = "name = \"braid0\", address = \"10.77.0.1/24\"";
     // Each server hands out session ids with its number in the high 4 bits (what a load
     // balancer in front of them would route by).
-    server_config(&dir, "a", "0.0.0.0:7700", tun, &[("bus-17", &k, r#"["10.77.0.2/32"]"#)], "server_id = 1\nserver_id_bits = 4\n");
-    server_config(&dir, "b", "0.0.0.0:7700", tun, &[("bus-17", &k, r#"["10.77.0.2/32"]"#)], "server_id = 2\nserver_id_bits = 4\n");
+    server_config(
+        &dir,
+        "a",
+        "0.0.0.0:7700",
+        tun,
+        &[("bus-17", &k, r#"["10.77.0.2/32"]"#)],
+        "server_id = 1\nserver_id_bits = 4\n",
+    );
+    server_config(
+        &dir,
+        "b",
+        "0.0.0.0:7700",
+        tun,
+        &[("bus-17", &k, r#"["10.77.0.2/32"]"#)],
+        "server_id = 2\nserver_id_bits = 4\n",
+    );
     let server_of_session = |tb: &Testbed| tb.status("bus17", &[])["sessions"][0]["id"].as_u64().map(|id| id >> 12);
     client_config(
         &dir,

@@ -1,24 +1,10 @@
-//! The daemons' TOML configuration parser (`crates/braid/src/daemon/config.rs`).
+//! The daemons' TOML configuration parser (`braid_config::config`).
 //!
-//! `braid` is a binary crate, so its config module is compiled in here from its source file
-//! rather than depended on; it uses nothing of the binary but `braid_proto`, serde, toml and
-//! anyhow. Parsing never queries DNS (the client looks its servers up when it joins); the target
-//! uses `ClientConfig::parse_unresolved`, which says so in its name.
-
-/// And `super::allowed_ips` for the peers' `allowed_ips`.
-#[allow(dead_code, unreachable_pub, missing_docs)]
-#[path = "../../../braid/src/daemon/allowed_ips.rs"]
-mod allowed_ips;
-#[allow(dead_code, unreachable_pub, missing_docs)]
-#[path = "../../../braid/src/daemon/config.rs"]
-mod daemon_config;
-/// `config.rs` reads key files through `super::keys`: the daemon's module, compiled in beside it.
-#[allow(dead_code, unreachable_pub, missing_docs)]
-#[path = "../../../braid/src/daemon/keys.rs"]
-mod keys;
+//! Parsing never queries DNS (the client looks its servers up when it joins); the target uses
+//! `ClientConfig::parse_unresolved`, which says so in its name.
 
 use super::{Target, Verdict, text};
-use daemon_config::{ClientConfig, ServerConfig};
+use braid_config::config::{ClientConfig, ServerConfig};
 
 /// Client and server configuration files.
 pub(super) const DAEMON_CONFIG: Target = Target {

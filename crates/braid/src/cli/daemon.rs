@@ -13,6 +13,41 @@ pub struct DaemonArgs {
     pub config: PathBuf,
 }
 
+/// Arguments of `braid check`.
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// Configuration file: a client's (it has `server`) or a server's (it has `listen`).
+    #[arg(long, short)]
+    pub config: PathBuf,
+}
+
+/// `braid check`: parses and checks `--config` as the daemon would at start (keys, values,
+/// addresses, MTU, key files and their permissions) without starting anything.
+pub fn check(a: CheckArgs) -> anyhow::Result<()> {
+    let kind = check_config(&a.config)?;
+    println!("braid check: {}: {kind} configuration OK", a.config.display());
+    Ok(())
+}
+
+/// Which daemon `path` configures, once it has passed every check the daemon makes at start.
+pub fn check_config(path: &std::path::Path) -> anyhow::Result<&'static str> {
+    use crate::daemon::config::{ClientConfig, ServerConfig};
+    use anyhow::Context as _;
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let table: toml::Table = toml::from_str(&text).with_context(|| format!("in {}", path.display()))?;
+    if table.contains_key("listen") {
+        let c = ServerConfig::parse(&text).with_context(|| format!("in {}", path.display()))?;
+        c.keys().with_context(|| format!("in {}", path.display()))?;
+        Ok("server")
+    } else if table.contains_key("server") {
+        let c = ClientConfig::parse(&text).with_context(|| format!("in {}", path.display()))?;
+        c.keys().with_context(|| format!("in {}", path.display()))?;
+        Ok("client")
+    } else {
+        anyhow::bail!("in {}: neither `server` (a client's) nor `listen` (a server's) is set", path.display())
+    }
+}
+
 /// Arguments of `braid status`.
 #[derive(Args, Debug)]
 pub struct StatusArgs {

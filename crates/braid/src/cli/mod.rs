@@ -1,6 +1,7 @@
 //! Subcommands.
 
 pub mod daemon;
+pub mod provenance;
 pub mod sim;
 pub mod testbed;
 

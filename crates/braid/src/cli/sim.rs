@@ -1,5 +1,6 @@
 //! `braid sim` and `braid demo`.
 
+use super::provenance::Provenance;
 use anyhow::Context;
 use braid_sim::report::{self, Versus};
 use braid_sim::results::SimReport;
@@ -66,10 +67,18 @@ impl ScenarioArgs {
     }
 
     /// Prints the report as asked (table or JSON) and writes the CSV files and plots if asked.
+    /// Both carry the provenance: `--json` under `"provenance"`, `--out` as `provenance.json`
+    /// and `scenario.toml`.
     pub fn show(&self, report: &SimReport) -> anyhow::Result<()> {
-        print_report(report, self.json, self.verbose, &self.versus);
+        let provenance = Provenance::new(self.file.as_deref(), report)?;
+        if self.json {
+            println!("{}", serde_json::to_string_pretty(&json_with_provenance(report, &self.versus, &provenance))?);
+        } else {
+            print_report(report, false, self.verbose, &self.versus);
+        }
         if let Some(dir) = &self.out {
             write_outputs(report, dir)?;
+            provenance.write(dir).with_context(|| format!("writing provenance into {}", dir.display()))?;
         }
         Ok(())
     }
@@ -183,6 +192,15 @@ pub(crate) fn print_report(report: &SimReport, json: bool, verbose: bool, versus
     if verbose {
         println!("{}", report::link_table(report));
     }
+}
+
+/// The `--json` object with `"provenance"` added.
+pub fn json_with_provenance(report: &SimReport, versus: &[Versus], provenance: &Provenance) -> serde_json::Value {
+    let mut v = report::json(report, versus);
+    if let serde_json::Value::Object(m) = &mut v {
+        m.insert("provenance".into(), serde_json::to_value(provenance).unwrap_or_default());
+    }
+    v
 }
 
 pub(crate) fn write_outputs(report: &SimReport, dir: &std::path::Path) -> anyhow::Result<()> {

@@ -92,3 +92,35 @@ fn help_lists_every_scheme_name() {
         assert!(s.contains(&sp.pattern()), "{s}");
     }
 }
+
+#[test]
+fn json_and_out_carry_version_commit_seeds_host_and_the_scenario() {
+    use super::provenance::{GIT_COMMIT, Provenance};
+    use braid_sim::runner::{RunOptions, run_scenario};
+    let dir = std::env::temp_dir().join(format!("braid-provenance-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("tiny.toml");
+    let text = "name = \"tiny\"\nduration_s = 2\nruns = 2\nseed = 40\n[[link]]\nname = \"a\"\ndown = { rate_kbps = 1000 }\n\
+                up = { rate_kbps = 100 }\n[workload]\nkind = \"bulk\"\n[[scheme]]\nname = \"s\"\nrecovery = \"fec:10\"\n";
+    std::fs::write(&file, text).unwrap();
+    let sc = Scenario::from_file(&file).unwrap();
+    let report = run_scenario(&sc, &RunOptions { seed: Some(7), ..Default::default() }, &|_, _| {}).unwrap();
+    let p = Provenance::new(Some(&file), &report).unwrap();
+    let v = super::sim::json_with_provenance(&report, &[], &p);
+    let p = &v["provenance"];
+    assert_eq!(p["braid_version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(p["git_commit"], GIT_COMMIT);
+    // Built from this repository's checkout: a full commit hash.
+    assert!(GIT_COMMIT == "unknown" || (GIT_COMMIT.len() == 40 && GIT_COMMIT.chars().all(|c| c.is_ascii_hexdigit())));
+    assert_eq!(p["seeds"], serde_json::json!([7, 8]), "--seed 7, two runs");
+    assert!(!p["host"].as_str().unwrap().is_empty());
+    assert_eq!(p["scenario_toml"], text);
+    let out = dir.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    Provenance::new(Some(&file), &report).unwrap().write(&out).unwrap();
+    assert_eq!(std::fs::read_to_string(out.join("scenario.toml")).unwrap(), text);
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("provenance.json")).unwrap()).unwrap();
+    assert_eq!(&written, p);
+    let _ = std::fs::remove_dir_all(&dir);
+}

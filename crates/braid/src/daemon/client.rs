@@ -155,6 +155,7 @@ async fn run_async(path: PathBuf, cfg: ClientConfig) -> anyhow::Result<()> {
     netwatch::spawn(cfg.uplink.iter().map(|u| u.interface.clone()).collect(), tx.clone());
     let servers = ServerChoice::new(cfg.server.0.clone());
     tracing::info!(servers = ?servers.entries(), mtu, tun = %cfg.tun.name, cipher = %cfg.cipher(), "client started");
+    super::notify::notify_or_log("READY=1");
 
     let uplinks = cfg
         .uplink
@@ -284,7 +285,10 @@ impl Client {
             }
             Input::Net(change) => self.on_net(change),
             Input::Reload => self.reload(),
-            Input::Shutdown => return false,
+            Input::Shutdown => {
+                super::notify::notify_or_log("STOPPING=1");
+                return false;
+            }
         }
         true
     }
@@ -520,7 +524,10 @@ impl Client {
             deliver(&self.tun, &p).await;
         }
         while let Some(e) = k.session.poll_event() {
-            tracing::info!(event = ?e, "session event");
+            let uplinks = &self.uplinks;
+            super::log_event(e, None, |id| {
+                uplinks.get(usize::from(id.0)).map_or_else(|| id.to_string(), |u| u.cfg.name.clone())
+            });
         }
         any
     }

@@ -5,14 +5,14 @@
 //! sockets, the control socket, signals and interface changes into [`Input`]s on one channel; one
 //! loop owns the session(s), feeds them the inputs and the clock, and writes out what they poll.
 
-pub mod allowed_ips;
 pub mod client;
-pub mod config;
+pub use braid_config::config;
 pub mod control;
-pub mod keys;
+pub use braid_config::keys;
 pub mod metrics;
 pub mod mss;
 pub mod netwatch;
+pub mod notify;
 pub mod server;
 pub mod servers;
 pub mod status;
@@ -148,6 +148,20 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()
 }
 
+/// Logs a session event naming the uplink (`uplink_name` gives the client's `[[uplink]]` name,
+/// `link<N>` on the server, which learns links by number) rather than its id.
+pub fn log_event(e: braid_proto::Event, session: Option<&str>, uplink_name: impl Fn(braid_proto::LinkId) -> String) {
+    use braid_proto::Event;
+    match e {
+        Event::LinkUp(id) => tracing::info!(session, uplink = %uplink_name(id), "uplink up"),
+        Event::LinkDown(id) => {
+            tracing::warn!(session, uplink = %uplink_name(id), "uplink down; its unacknowledged packets go on the others")
+        }
+        Event::LinkAddress(id, addr) => tracing::info!(session, uplink = %uplink_name(id), %addr, "uplink address"),
+        Event::Closed => tracing::info!(session, "session closed by the peer"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,5 +194,34 @@ mod tests {
         assert_eq!(rx_instant(Some(wall - Duration::from_millis(3)), early, wall), Instant::ZERO);
         // A wall clock before the epoch reads as zero: every stamp is then "in the future".
         assert_eq!(rx_instant(Some(wall), now, Duration::ZERO), now);
+    }
+
+    #[test]
+    fn events_name_the_uplink_not_its_id() {
+        use std::sync::{Arc, Mutex};
+        #[derive(Clone, Default)]
+        struct Buf(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Buf {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().expect("not poisoned").extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buf = Buf::default();
+        let out = buf.clone();
+        let sub = tracing_subscriber::fmt().with_ansi(false).with_writer(move || out.clone()).finish();
+        tracing::subscriber::with_default(sub, || {
+            let names = ["lte1", "wifi"];
+            let name = |id: braid_proto::LinkId| names[usize::from(id.0)].to_string();
+            log_event(braid_proto::Event::LinkDown(braid_proto::LinkId(1)), None, name);
+            log_event(braid_proto::Event::LinkUp(braid_proto::LinkId(0)), Some("00a1"), name);
+        });
+        let text = String::from_utf8(buf.0.lock().expect("not poisoned").clone()).expect("UTF-8");
+        assert!(text.contains("uplink=wifi") && text.contains("uplink down"), "{text}");
+        assert!(text.contains("session=\"00a1\"") && text.contains("uplink=lte1"), "{text}");
+        assert!(!text.contains("LinkId") && !text.contains('\x1b'), "{text}");
     }
 }

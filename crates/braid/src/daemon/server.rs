@@ -12,13 +12,13 @@
 //! [`super::allowed_ips`]): towards a vehicle by destination, and out of a vehicle's session only
 //! from a source that routes back to that vehicle; nothing is learned from traffic.
 
-use super::allowed_ips::RouteTable;
 use super::client::{deliver, sleep_until};
 use super::config::ServerConfig;
 use super::control::{Request, Response};
 use super::status::{DaemonStatus, session_status};
 use super::{Clock, Input, control, metrics, spawn_signals, tun, uplink};
 use anyhow::Context;
+use braid_config::allowed_ips::RouteTable;
 use braid_proto::crypto::{
     HandshakeKind, InitiationOutcome, PendingResponse, RateLimiter, Reject, RejectCounts, Responder, SecureChannel,
     TAG_LEN, unknown_session_hint,
@@ -174,6 +174,7 @@ async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
     }
     spawn_signals(tx).context("installing signal handlers")?;
     tracing::info!(listen = %cfg.listen, mtu, tun = %cfg.tun.name, peers = cfg.peer.len(), "server started");
+    super::notify::notify_or_log("READY=1");
     let buf = vec![0u8; usize::from(mtu) + braid_proto::wire::MAX_CARRIER_OVERHEAD + TAG_LEN];
     let mut server = Server {
         cfg,
@@ -336,7 +337,10 @@ impl Server {
             }
             Input::Net(_) => {}
             Input::Reload => self.reload(),
-            Input::Shutdown => return false,
+            Input::Shutdown => {
+                super::notify::notify_or_log("STOPPING=1");
+                return false;
+            }
         }
         true
     }
@@ -547,7 +551,7 @@ impl Server {
             }
         }
         while let Some(e) = v.session.poll_event() {
-            tracing::info!(session = format_args!("{id:04x}"), event = ?e, "session event");
+            super::log_event(e, Some(&format!("{id:04x}")), |l| l.to_string());
             // The server learns a vehicle's links from its traffic: a weight set for one of them
             // with `braid set --peer` takes hold when it appears.
             if let braid_proto::Event::LinkAddress(..) = e

@@ -273,7 +273,11 @@ impl RttEstimator {
         // RFC 6298 (2.2), (2.3)
         // braid: with `linux_rto`, Linux's tcp_set_rto: RTTVAR (as 4 x mdev) floored at
         // tcp_rto_min, so a steady RTT does not leave the RTO a few ms above it.
-        let floor = if self.linux_rto { self.min_rto } else { RTTE_MIN_MARGIN };
+        let floor = if self.linux_rto {
+            self.min_rto
+        } else {
+            RTTE_MIN_MARGIN
+        };
         let margin = floor.max(self.rttvar * RTTE_K);
         self.rto = (self.srtt + margin).clamp(self.min_rto, RTTE_MAX_RTO);
 
@@ -922,7 +926,9 @@ impl<'a> Socket<'a> {
     /// 3 segments; RFC 6928: 10). Call it after `set_congestion_control`, which starts over with
     /// the controller's default, and before the connection sends data.
     pub fn set_initial_window(&mut self, bytes: usize) {
-        self.congestion_controller.inner_mut().set_initial_window(bytes);
+        self.congestion_controller
+            .inner_mut()
+            .set_initial_window(bytes);
     }
 
     /// braid: grow the congestion window by all the data each ACK acknowledges (RFC 3465's byte
@@ -932,7 +938,9 @@ impl<'a> Socket<'a> {
     /// over a hundred segments at once) otherwise slows the sender's growth by as many times.
     /// Call it after `set_congestion_control`, which starts over with the controller's default.
     pub fn set_byte_counting(&mut self, enabled: bool) {
-        self.congestion_controller.inner_mut().set_byte_counting(enabled);
+        self.congestion_controller
+            .inner_mut()
+            .set_byte_counting(enabled);
     }
 
     /// braid: recover from losses as RFC 6675 does when the remote permits SACK (RFC 2018): keep
@@ -1826,7 +1834,8 @@ impl<'a> Socket<'a> {
                 self.frto = false;
             }
         }
-        if self.recovery_point.is_some() || self.rto_point.is_some() || ack >= self.remote_last_seq {
+        if self.recovery_point.is_some() || self.rto_point.is_some() || ack >= self.remote_last_seq
+        {
             return;
         }
         let sacked: usize = self.sack_board.iter().map(|&(l, r)| r - l).sum();
@@ -3171,7 +3180,9 @@ impl<'a> Socket<'a> {
                 // before what was sent is ACKed; the scoreboard stays, so that what was
                 // SACKed is not sent again (`sack_skip_sent`).
                 if self.sack_active() {
-                    let sent = self.remote_last_seq.max(self.rto_point.unwrap_or(self.remote_last_seq));
+                    let sent = self
+                        .remote_last_seq
+                        .max(self.rto_point.unwrap_or(self.remote_last_seq));
                     self.rto_point = Some(sent);
                     self.recovery_point = None;
                     self.rack_forget();
@@ -3341,7 +3352,13 @@ impl<'a> Socket<'a> {
                         self.high_rxt = end;
                     }
                     if self.rack {
-                        rack_on_resend(&mut self.rack_lost, &mut self.rack_resends, seq, end, cx.now());
+                        rack_on_resend(
+                            &mut self.rack_lost,
+                            &mut self.rack_resends,
+                            seq,
+                            end,
+                            cx.now(),
+                        );
                     }
                     // Like Linux, the timer restarts when the oldest segment is resent, so that
                     // it waits for the resend's round trip, not the original's.
@@ -7200,6 +7217,9 @@ mod test {
     fn test_congestion_window_limits_data_in_flight() {
         let mut s = socket_established_with_buffer_sizes(8192, 64);
         s.set_congestion_control(CongestionControl::Reno);
+        // braid: upstream's initial window of two segments, which this test counts on (braid's
+        // default is Linux's ten, RFC 6928).
+        s.set_initial_window(2048);
         s.remote_win_len = 65535;
         s.remote_mss = 1024;
 
@@ -7243,6 +7263,9 @@ mod test {
     fn test_congestion_window_doesnt_limit_fast_retransmit() {
         let mut s = socket_established_with_buffer_sizes(8192, 64);
         s.set_congestion_control(CongestionControl::Reno);
+        // braid: upstream's initial window of two segments, which this test counts on (braid's
+        // default is Linux's ten, RFC 6928).
+        s.set_initial_window(2048);
         s.remote_win_len = 65535;
         s.remote_mss = 1024;
 
@@ -9092,6 +9115,9 @@ mod test {
     fn test_zero_window_probe_not_capped_by_cwnd() {
         let mut s = socket_established_with_buffer_sizes(8192, 64);
         s.set_congestion_control(CongestionControl::Reno);
+        // braid: upstream's initial window of two segments, which this test counts on (braid's
+        // default is Linux's ten, RFC 6928).
+        s.set_initial_window(2048);
         s.remote_win_len = 65535;
         s.remote_mss = 1024;
 

@@ -123,7 +123,11 @@ impl Controller for Cubic {
     fn on_ack(&mut self, now: Instant, len: usize, in_flight: usize, rtt: &RttEstimator) {
         // braid: with byte counting, all the data this ACK covers (Linux counts every segment
         // acknowledged); smoltcp's own rule counts at most one segment per ACK.
-        let segment = if self.byte_counting { len } else { len.min(self.mss) };
+        let segment = if self.byte_counting {
+            len
+        } else {
+            len.min(self.mss)
+        };
 
         self.absorb_idle(now);
 

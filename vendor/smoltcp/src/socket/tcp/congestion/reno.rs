@@ -72,7 +72,11 @@ impl Controller for Reno {
 
         // braid: with byte counting (RFC 3465), all the data this ACK covers, as Linux counts
         // every segment acknowledged; smoltcp's own rule counts at most one segment per ACK.
-        let acked = if self.byte_counting { len } else { len.min(self.mss) };
+        let acked = if self.byte_counting {
+            len
+        } else {
+            len.min(self.mss)
+        };
         let inc = if self.cwnd < self.ssthresh {
             // Slow start: increase `cwnd` by 1 MSS per MSS acknowledged.
             acked
@@ -304,6 +308,8 @@ mod test {
     fn progress_to_ca_via_rto() {
         let mut reno = Reno::new();
         reno.set_mss(MSS);
+        // braid: upstream's initial window (two segments), whose numbers this test checks.
+        reno.set_initial_window(2 * MSS);
 
         let mut time = 0;
 

@@ -6,14 +6,14 @@
 //! before it sends anything, and no vehicle can take over another's addresses by sending from
 //! them.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fmt;
 use std::net::IpAddr;
 
 /// An IPv4 or IPv6 network: address and prefix length, host bits zero.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
-#[serde(try_from = "String")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct Prefix {
     /// The network address (host bits cleared).
     pub addr: IpAddr,
@@ -47,6 +47,18 @@ fn mask6(a: u128, len: u8) -> u128 {
     if len == 0 { 0 } else { a & (u128::MAX << (128 - u32::from(len))) }
 }
 
+impl From<Prefix> for String {
+    fn from(p: Prefix) -> String {
+        p.to_string()
+    }
+}
+
+impl From<AllowedIps> for Vec<Prefix> {
+    fn from(a: AllowedIps) -> Vec<Prefix> {
+        a.0
+    }
+}
+
 impl TryFrom<String> for Prefix {
     type Error = String;
     fn try_from(s: String) -> Result<Self, String> {
@@ -75,8 +87,8 @@ impl TryFrom<String> for Prefix {
 }
 
 /// A peer's `allowed_ips`: at least one prefix (a vehicle with none could not be reached).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(try_from = "Vec<Prefix>")]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(try_from = "Vec<Prefix>", into = "Vec<Prefix>")]
 pub struct AllowedIps(pub Vec<Prefix>);
 
 impl TryFrom<Vec<Prefix>> for AllowedIps {

@@ -4,7 +4,7 @@
 //! refuse is checked while parsing, so a bad file fails at start with the toml crate's message: the
 //! line, the column and the key.
 
-use super::allowed_ips::{AllowedIps, RouteTable};
+use crate::allowed_ips::{AllowedIps, RouteTable};
 use anyhow::{Context, bail};
 use braid_proto::crypto::{CipherSuite, PeerConfig, PublicKey, StaticSecret};
 use braid_proto::{RecoveryKind, SchedulerKind, Session, SessionConfig};
@@ -22,7 +22,7 @@ pub const AEAD_RESERVE: usize = braid_proto::crypto::TAG_LEN;
 pub const DEFAULT_PATH_MTU: u16 = 1500;
 
 /// `braid client` configuration.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClientConfig {
     /// The server, `host:port` (`[v6 address]:port` for an IPv6 literal), or several of them
@@ -36,10 +36,10 @@ pub struct ClientConfig {
     pub server_public_key: Key,
     /// A pre-shared key file (optional; `braid genkey` makes one), the same on the server's
     /// `[[peer]]` entry for this vehicle.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preshared_key: Option<PathBuf>,
     /// The transport AEAD: `chacha20-poly1305` (default) or `aes-256-gcm`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cipher: Option<Cipher>,
     /// Seconds between rekeying handshakes (default 120, as WireGuard).
     #[serde(default = "default_rekey_s")]
@@ -51,7 +51,7 @@ pub struct ClientConfig {
     /// The TUN device.
     pub tun: TunConfig,
     /// Path MTU of the uplinks (default 1500).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path_mtu: Option<u16>,
     /// One entry per uplink.
     #[serde(default)]
@@ -60,10 +60,10 @@ pub struct ClientConfig {
     #[serde(default)]
     pub session: SessionSettings,
     /// Control socket path (default `/run/braid/client.sock`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control: Option<PathBuf>,
     /// Prometheus endpoint address; off when absent.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<SocketAddr>,
     /// Allows `metrics` on an address other than loopback (the endpoint has no authentication).
     #[serde(default)]
@@ -71,9 +71,15 @@ pub struct ClientConfig {
 }
 
 /// The client's servers, in the order they are tried; at least one, each `host:port`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "OneOrMany")]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "OneOrMany", into = "Vec<String>")]
 pub struct ServerList(pub Vec<String>);
+
+impl From<ServerList> for Vec<String> {
+    fn from(l: ServerList) -> Vec<String> {
+        l.0
+    }
+}
 
 /// `server = "a:7700"` or `server = ["a:7700", "b:7700"]`.
 #[derive(Deserialize)]
@@ -122,7 +128,7 @@ fn check_host_port(s: &str) -> Result<(), String> {
 }
 
 /// `braid server` configuration.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
     /// UDP address to listen on.
@@ -139,7 +145,7 @@ pub struct ServerConfig {
     /// The TUN device.
     pub tun: TunConfig,
     /// Path MTU (default 1500).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path_mtu: Option<u16>,
     /// Engine settings for what the server sends.
     #[serde(default)]
@@ -151,10 +157,10 @@ pub struct ServerConfig {
     #[serde(default = "default_idle_s")]
     pub session_idle_s: u64,
     /// Control socket path (default `/run/braid/server.sock`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control: Option<PathBuf>,
     /// Prometheus endpoint address; off when absent.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<SocketAddr>,
     /// Allows `metrics` on an address other than loopback (the endpoint has no authentication).
     #[serde(default)]
@@ -185,7 +191,7 @@ fn default_handshake_load() -> u32 {
 }
 
 /// A vehicle the server accepts: `[[peer]]`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PeerEntry {
     /// Its name in status and logs.
@@ -193,7 +199,7 @@ pub struct PeerEntry {
     /// Its public key, base64.
     pub public_key: Key,
     /// A pre-shared key file, if the vehicle uses one.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preshared_key: Option<PathBuf>,
     /// The passenger networks behind the vehicle, IPv4 and IPv6 (its tunnel address among
     /// them): the server routes these to it and takes from it only packets from these.
@@ -203,8 +209,8 @@ pub struct PeerEntry {
 /// A base64 public key, checked while parsing so the error carries the line. A key of small order
 /// (all zeros among them) is refused: nobody holds its secret, and every Diffie-Hellman with it
 /// gives a result everybody knows, so it would let anyone in as that peer.
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(try_from = "String")]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct Key(pub PublicKey);
 
 impl TryFrom<String> for Key {
@@ -221,15 +227,27 @@ impl TryFrom<String> for Key {
     }
 }
 
+impl From<Key> for String {
+    fn from(k: Key) -> String {
+        super::keys::encode_key(&k.0.0)
+    }
+}
+
 /// An AEAD name, checked while parsing.
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(try_from = "String")]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct Cipher(pub CipherSuite);
 
 impl TryFrom<String> for Cipher {
     type Error = String;
     fn try_from(s: String) -> Result<Self, String> {
         s.parse().map(Cipher)
+    }
+}
+
+impl From<Cipher> for String {
+    fn from(c: Cipher) -> String {
+        c.0.to_string()
     }
 }
 
@@ -255,7 +273,7 @@ fn default_idle_s() -> u64 {
 }
 
 /// The TUN device.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TunConfig {
     /// Interface name.
@@ -264,13 +282,13 @@ pub struct TunConfig {
     /// them for a dual-stack tunnel (`["10.77.0.2/24", "fd77::2/64"]`): at most one IPv4.
     pub address: TunAddresses,
     /// MTU; computed from the path MTU and braid's overhead when absent.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mtu: Option<u16>,
 }
 
 /// An IPv4 address and prefix length.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "String")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct Ipv4Cidr {
     /// The address.
     pub addr: Ipv4Addr,
@@ -279,8 +297,8 @@ pub struct Ipv4Cidr {
 }
 
 /// The TUN device's addresses: at most one IPv4, any number of IPv6, at least one in all.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "AddressOneOrMany")]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "AddressOneOrMany", into = "Vec<String>")]
 pub struct TunAddresses {
     /// The IPv4 address.
     pub v4: Option<Ipv4Cidr>,
@@ -293,6 +311,19 @@ pub struct TunAddresses {
 enum AddressOneOrMany {
     One(String),
     Many(Vec<String>),
+}
+
+impl From<TunAddresses> for Vec<String> {
+    fn from(a: TunAddresses) -> Vec<String> {
+        a.v4.map(String::from).into_iter().chain(a.v6.iter().map(|(addr, p)| format!("{addr}/{p}"))).collect()
+    }
+}
+
+impl TryFrom<String> for TunAddresses {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        AddressOneOrMany::One(s).try_into()
+    }
 }
 
 impl TryFrom<AddressOneOrMany> for TunAddresses {
@@ -338,8 +369,14 @@ impl TryFrom<String> for Ipv4Cidr {
     }
 }
 
+impl From<Ipv4Cidr> for String {
+    fn from(c: Ipv4Cidr) -> String {
+        format!("{}/{}", c.addr, c.prefix)
+    }
+}
+
 /// One uplink of the client.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UplinkConfig {
     /// Its name in status output and `braid set weight`.
@@ -362,20 +399,24 @@ fn default_weight() -> u32 {
 }
 
 /// Engine settings: the `[session]` table.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionSettings {
     /// Loss-recovery scheme ([`braid_proto::scheme`]: `oec`, `fec:10`, ...), default `oec`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery: Option<Recovery>,
     /// Scheduler ([`braid_proto::scheme`]: `min-delay`, `wrr:auto`, ...), default `min-delay`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduler: Option<Scheduler>,
     /// CoDel on the predicted uplink queue at braid's ingress (`braid_proto::aqm`), default off:
     /// for bulk flows over long fat uplinks, where a passenger's TCP would otherwise fill the
     /// modems' buffers until a burst is lost at once.
     #[serde(default)]
     pub aqm: bool,
+    /// A fixed hold time of the sequencing buffer, ms (0 to 10000); derived from the uplinks'
+    /// delay spread when absent (braid_proto's `HoldConfig`). Read when a session starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold_ms: Option<f64>,
 }
 
 impl SessionSettings {
@@ -389,11 +430,27 @@ impl SessionSettings {
         self.scheduler.map_or(SchedulerKind::MinDelay, |s| s.0)
     }
 
+    /// Checks what serde cannot: `hold_ms` within 0..=10000.
+    pub fn check(&self) -> anyhow::Result<()> {
+        if let Some(ms) = self.hold_ms
+            && !(0.0..=10_000.0).contains(&ms)
+        {
+            bail!("session.hold_ms: {ms} is not within 0..=10000");
+        }
+        Ok(())
+    }
+
     /// Puts these settings into a new session's configuration.
     pub fn configure(&self, scfg: &mut SessionConfig) {
         scfg.recovery = self.recovery();
         scfg.scheduler = self.scheduler();
         scfg.aqm.enabled = self.aqm;
+        scfg.hold.fixed = self.hold();
+    }
+
+    /// The fixed hold time, if one is set.
+    pub fn hold(&self) -> Option<std::time::Duration> {
+        self.hold_ms.map(|ms| std::time::Duration::from_secs_f64(ms / 1e3))
     }
 
     /// Applies these settings to a running session (SIGHUP).
@@ -507,7 +564,34 @@ fn effective_mtu(tun: &TunConfig, path_mtu: Option<u16>, outer_v6: bool) -> anyh
     Ok(m)
 }
 
+/// A configuration of the required keys only, turned into the full type through serde so that
+/// every other key gets the default a file that leaves it out gets.
+fn with_defaults<R: Serialize, C: serde::de::DeserializeOwned>(required: R) -> C {
+    // Invariant: `R` serializes to a table holding every key of `C` that has no default, with
+    // the types `C` reads (the constructors below pass typed values, never free text).
+    let table = toml::Table::try_from(required).expect("the required keys serialize to a table");
+    table.try_into().expect("the required keys, typed as the configuration reads them, make a valid configuration")
+}
+
 impl ClientConfig {
+    /// A client configuration with the required keys and every other one at its default, for
+    /// programs that write configuration files (the testbed): set fields, then [`Self::to_toml`].
+    pub fn new(server: String, private_key: PathBuf, server_public_key: PublicKey, tun: TunConfig) -> Self {
+        #[derive(Serialize)]
+        struct Required {
+            server: String,
+            private_key: PathBuf,
+            server_public_key: Key,
+            tun: TunConfig,
+        }
+        with_defaults(Required { server, private_key, server_public_key: Key(server_public_key), tun })
+    }
+
+    /// The configuration as a file `braid client --config` reads back unchanged.
+    pub fn to_toml(&self) -> anyhow::Result<String> {
+        toml::to_string(self).context("writing the client configuration")
+    }
+
     /// Reads and checks a client configuration file.
     pub fn load(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -542,6 +626,7 @@ impl ClientConfig {
             }
         }
         c.mtu()?;
+        c.session.check()?;
         if c.rekey_s == 0 || c.rejoin_s == 0 {
             bail!("rekey_s and rejoin_s: must be at least 1");
         }
@@ -576,6 +661,24 @@ impl ClientConfig {
 }
 
 impl ServerConfig {
+    /// A server configuration with the required keys and every other one at its default (see
+    /// [`ClientConfig::new`]).
+    pub fn new(listen: SocketAddr, private_key: PathBuf, tun: TunConfig, peer: Vec<PeerEntry>) -> Self {
+        #[derive(Serialize)]
+        struct Required {
+            listen: SocketAddr,
+            private_key: PathBuf,
+            tun: TunConfig,
+            peer: Vec<PeerEntry>,
+        }
+        with_defaults(Required { listen, private_key, tun, peer })
+    }
+
+    /// The configuration as a file `braid server --config` reads back unchanged.
+    pub fn to_toml(&self) -> anyhow::Result<String> {
+        toml::to_string(self).context("writing the server configuration")
+    }
+
     /// Reads and checks a server configuration file.
     pub fn load(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -625,6 +728,7 @@ impl ServerConfig {
         }
         c.mtu()?;
         check_metrics(text, c.metrics, c.metrics_public)?;
+        c.session.check()?;
         Ok(c)
     }
 
@@ -770,6 +874,47 @@ allowed_ips = ["10.77.0.3", "10.18.0.0/24"]
         assert!(ServerConfig::parse(&with("metrics = \"0.0.0.0:9477\"\nmetrics_public = true")).is_ok());
         let e = err(&CLIENT.replacen("[[uplink]]", "metrics = \"10.0.0.1:9477\"\n[[uplink]]", 1));
         assert!(e.contains("metrics_public"), "{e}");
+    }
+
+    #[test]
+    fn written_configs_read_back_the_same() {
+        let mut c = ClientConfig::parse(CLIENT).unwrap();
+        c.session.hold_ms = Some(30.0);
+        c.session.recovery = Some("fec:12.5".parse().unwrap());
+        c.session.scheduler = Some("wrr:auto".parse().unwrap());
+        c.control = Some("/tmp/c.sock".into());
+        let text = c.to_toml().unwrap();
+        let back = ClientConfig::parse(&text).unwrap_or_else(|e| panic!("{text}\n{e:#}"));
+        assert_eq!(format!("{back:?}"), format!("{c:?}"), "{text}");
+        assert_eq!(back.session.hold(), Some(std::time::Duration::from_millis(30)));
+        let s = ServerConfig::parse(SERVER).unwrap();
+        let text = s.to_toml().unwrap();
+        let back = ServerConfig::parse(&text).unwrap_or_else(|e| panic!("{text}\n{e:#}"));
+        assert_eq!(format!("{back:?}"), format!("{s:?}"), "{text}");
+    }
+
+    #[test]
+    fn constructors_give_the_defaults_of_a_file_without_the_key() {
+        let tun =
+            TunConfig { name: "braid0".into(), address: "10.77.0.2/24".to_string().try_into().unwrap(), mtu: None };
+        let key = c_key();
+        let c = ClientConfig::new("192.0.2.1:7700".into(), "/k".into(), key, tun.clone());
+        assert_eq!((c.rekey_s, c.rejoin_s, c.uplink.len(), c.session.hold_ms), (120, 5, 0, None));
+        let allowed_ips = crate::allowed_ips::AllowedIps(vec!["10.77.0.2/32".to_string().try_into().unwrap()]);
+        let peer = PeerEntry { name: "van".into(), public_key: Key(key), preshared_key: None, allowed_ips };
+        let s = ServerConfig::new("0.0.0.0:7700".parse().unwrap(), "/k".into(), tun, vec![peer]);
+        assert_eq!((s.max_sessions, s.session_idle_s), (1024, 120));
+        assert!(ServerConfig::parse(&s.to_toml().unwrap()).is_ok());
+    }
+
+    fn c_key() -> PublicKey {
+        ClientConfig::parse(CLIENT).unwrap().server_public_key.0
+    }
+
+    #[test]
+    fn hold_ms_is_checked() {
+        let e = err(&CLIENT.replace("scheduler = \"min-delay\"", "hold_ms = -3"));
+        assert!(e.contains("session.hold_ms"), "{e}");
     }
 
     fn err(text: &str) -> String {
