@@ -1,10 +1,10 @@
 //! The `[[scheme]]` entries of a scenario: which loss recovery and scheduler braid runs, or which
-//! real-testbed peer is compared against (DESIGN.md 4, 5, 7).
+//! real-testbed peer is compared against (docs/design.md 4, 5, 7).
 
 use std::time::Duration;
 
 names! {
-    /// A loss-recovery scheme (DESIGN.md 4).
+    /// A loss-recovery scheme (docs/design.md 4).
     Recovery {
         /// No recovery beyond end-to-end TCP.
         None = "none",
@@ -26,7 +26,7 @@ names! {
 }
 
 names! {
-    /// A link scheduler (DESIGN.md 4).
+    /// A link scheduler (docs/design.md 4).
     SchedulerKind {
         /// Earliest estimated arrival (PluriBus 4.3).
         MinDelay = "min-delay",
@@ -44,7 +44,7 @@ names! {
 }
 
 names! {
-    /// A contender run on the real testbed instead of braid (DESIGN.md 7).
+    /// A contender run on the real testbed instead of braid (docs/design.md 7).
     Peer {
         /// Plain kernel TCP on the best uplink.
         Plain = "plain",
@@ -92,7 +92,7 @@ pub struct SchemeSpec {
     /// Scheduler weights; only with the `wrr` scheduler, which defaults to [`Weights::Auto`].
     pub weights: Option<Weights>,
     /// Override of the sequencing buffer's hold time (braid schemes only; default derived from the
-    /// links' delay spread, DESIGN.md 4).
+    /// links' delay spread, docs/design.md 4).
     pub hold: Option<Duration>,
     /// CoDel on the predicted uplink queue at braid's ingress (`aqm = true`; braid schemes only,
     /// off by default; braid_proto::aqm): for bulk flows over long fat uplinks.
