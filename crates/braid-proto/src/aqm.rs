@@ -42,7 +42,7 @@ pub struct AqmConfig {
     /// sequencing buffer lengthens its round trip). 0.5 covers that; it was 0.3, a shorter
     /// standing queue, until the hosts' recovery was Linux's: FMTCP Table II (3 runs, seeds 1-3,
     /// `oec-aqm` / `rlnc-aqm`) then gained up to 0.66 / 1.32 Mbit/s with 0.5, and lost nothing in
-    /// any case (README).
+    /// any case.
     /// RFC 8289 4.3's 5 ms suits many flows on short paths and empties a long fat pipe after
     /// every drop.
     pub target_fraction: f64,

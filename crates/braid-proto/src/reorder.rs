@@ -28,7 +28,7 @@ pub enum Insert {
     Duplicate,
 }
 
-/// Counters for reports (DESIGN.md 6: reordering, hold time).
+/// Counters for reports (docs/design.md 6: reordering, hold time).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct ReorderStats {
     /// Delivered without waiting.

@@ -1,7 +1,7 @@
 //! Truncated sequence numbers on the wire, full 64-bit ones in the engine.
 //!
 //! Global and per-link sequence numbers travel as their low 24 bits (to fit braid's header into
-//! WireGuard's 60-byte budget, DESIGN.md 3) and are expanded by the receiver against the largest
+//! WireGuard's 60-byte budget, docs/design.md 3) and are expanded by the receiver against the largest
 //! value it has seen, exactly as QUIC expands packet numbers (RFC 9000, appendix A.3). This is
 //! correct as long as reordering stays within 2^23 packets, which the sequencing buffer's bounded
 //! hold time guarantees by a wide margin.
@@ -22,7 +22,7 @@ pub fn expand(expected: u64, truncated: u32) -> u64 {
     expand_bits(expected, u64::from(truncated), WIRE_SEQ_BITS)
 }
 
-/// Bits of the cumulative ack a data packet piggybacks (DESIGN.md 3): 16, so that a data packet
+/// Bits of the cumulative ack a data packet piggybacks (docs/design.md 3): 16, so that a data packet
 /// with an ack still fits WireGuard's 60 bytes. Feedback packets carry 24-bit acks.
 pub const PIGGYBACK_ACK_BITS: u32 = 16;
 

@@ -1,6 +1,6 @@
 //! braid's clock type.
 //!
-//! The engine never reads a clock (DESIGN.md 2): every call takes `now` as an [`Instant`], a count of
+//! The engine never reads a clock (docs/design.md 2): every call takes `now` as an [`Instant`], a count of
 //! microseconds from an arbitrary origin (zero when the driver starts). The simulator passes virtual
 //! time and the daemon passes real monotonic time, and both are the same type.
 
@@ -53,7 +53,7 @@ impl Instant {
         Instant(self.0.saturating_sub(duration_micros(d)))
     }
 
-    /// The low 32 bits of the microsecond count, as carried in every datagram (DESIGN.md 3).
+    /// The low 32 bits of the microsecond count, as carried in every datagram (docs/design.md 3).
     /// It wraps every 71.6 minutes; only differences over short spans are ever taken.
     pub const fn wire_timestamp(self) -> u32 {
         self.0 as u32

@@ -1,4 +1,4 @@
-//! What a simulation produces: per-run measurements and their aggregate per scheme (DESIGN.md 6).
+//! What a simulation produces: per-run measurements and their aggregate per scheme (docs/design.md 6).
 //! These types are the contract between the simulator, the reports and `--json`.
 
 use serde::Serialize;
@@ -113,7 +113,7 @@ impl RunResult {
     }
 }
 
-/// One scheme's results aggregated over runs (DESIGN.md 6 and its `--json` fields).
+/// One scheme's results aggregated over runs (docs/design.md 6 and its `--json` fields).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SchemeResult {
     /// Scheme name.

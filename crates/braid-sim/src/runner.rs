@@ -1,5 +1,5 @@
 //! Runs a whole scenario: every scheme, every run, every sweep point, in parallel on all cores,
-//! with the same seeds for every scheme (DESIGN.md 5), and aggregates the results (DESIGN.md 6).
+//! with the same seeds for every scheme (docs/design.md 5), and aggregates the results (docs/design.md 6).
 
 use crate::results::{LinkResult, RunResult, SchemeResult, SimReport, mean_ci95, percentile};
 use crate::scenario::{Scenario, SchemeSpec};

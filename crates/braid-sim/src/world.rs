@@ -1,6 +1,6 @@
 //! One simulated run: two real braid-proto sessions (the vehicle's gateway and the server), the
 //! emulated uplinks between them, and real TCP end hosts (riders behind the gateway, web servers
-//! behind the server), all on one virtual clock (DESIGN.md 1).
+//! behind the server), all on one virtual clock (docs/design.md 1).
 //!
 //! ```text
 //!  riders (smoltcp) ── client Session ══ link i up/down (LinkModel) ══ server Session ── web (smoltcp)

@@ -1,4 +1,4 @@
-//! braid's real-kernel testbed (DESIGN.md 7): network namespaces for riders, van, lan and web;
+//! braid's real-kernel testbed (docs/design.md 7): network namespaces for riders, van, lan and web;
 //! a user-space link emulator that runs the simulator's link model in real time between them;
 //! the contenders (braid itself and the peers people use today: plain TCP on the best uplink,
 //! kernel Multipath TCP, kcptun) and the real workload (curl against nginx, iperf3), measured

@@ -1,4 +1,4 @@
-//! The testbed's network (DESIGN.md 7), one instance per contender so that contenders can run side
+//! The testbed's network (docs/design.md 7), one instance per contender so that contenders can run side
 //! by side without meeting each other:
 //!
 //! ```text

@@ -1,7 +1,7 @@
 //! The short testbed scenario (`scenarios/testbed-ci.toml`) as a user runs it: braid oec, plain
 //! TCP, kernel MPTCP and kcptun each on their own namespaces and emulated bus links, real curl
 //! against real nginx; every contender must complete every flow, and the JSON must carry the
-//! DESIGN.md 6 fields. Needs root, namespaces and the peers' packages (`scripts/testbed-deps.sh`);
+//! docs/design.md 6 fields. Needs root, namespaces and the peers' packages (`scripts/testbed-deps.sh`);
 //! skips with a message otherwise.
 
 use serde_json::Value;

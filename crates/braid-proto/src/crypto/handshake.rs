@@ -28,7 +28,7 @@
 //! [`PendingResponse::fresh`]). `mac1`/`mac2` are in [`super::cookie`].
 //!
 //! snow needs randomness for the ephemeral keys; it gets a ChaCha20 stream seeded from the
-//! [`Initiator`]'s or [`Responder`]'s own seeded generator, never from the OS (DESIGN.md 2).
+//! [`Initiator`]'s or [`Responder`]'s own seeded generator, never from the OS (docs/design.md 2).
 
 use super::aead::CipherSuite;
 use super::channel::SessionKeys;

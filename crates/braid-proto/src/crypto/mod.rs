@@ -48,7 +48,7 @@ pub const TAG_LEN: usize = 16;
 pub const KEY_LEN: usize = 32;
 
 /// Per-packet overhead of a data packet on the wire: outer IPv4 (20) + UDP (8) + braid's data
-/// header + the AEAD tag. DESIGN.md 3 caps it at WireGuard's 60 bytes (20 + 8 + 16 + 16).
+/// header + the AEAD tag. docs/design.md 3 caps it at WireGuard's 60 bytes (20 + 8 + 16 + 16).
 pub const DATA_PACKET_OVERHEAD: usize = 20 + 8 + crate::wire::DATA_HEADER_LEN + TAG_LEN;
 /// The same for a data packet that piggybacks a cumulative ack, the largest data packet there is.
 pub const DATA_ACK_PACKET_OVERHEAD: usize = DATA_PACKET_OVERHEAD + crate::wire::DATA_ACK_LEN;

@@ -1,5 +1,5 @@
 //! Sender-side state of one outgoing link direction: queue estimate, reported path properties,
-//! liveness (PluriBus 5.2, 5.3; DESIGN.md 4 "links that come and go").
+//! liveness (PluriBus 5.2, 5.3; docs/design.md 4 "links that come and go").
 
 use super::{LinkId, tx_time_us};
 use crate::time::Instant;

@@ -1,4 +1,4 @@
-//! Loss recovery (DESIGN.md 4): the sender-side schemes behind one trait, built by a factory so a
+//! Loss recovery (docs/design.md 4): the sender-side schemes behind one trait, built by a factory so a
 //! new scheme is one new file, and the receiver-side decoders, which do not depend on the scheme
 //! the peer chose (whatever coded packets arrive are decoded).
 

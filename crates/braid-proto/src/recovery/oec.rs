@@ -8,7 +8,7 @@
 //! `Y(c) = c (1 - r) r^(c-1)` (Eq. 1).
 //!
 //! PluriBus assumes the sender knows nothing of individual packets, only r. braid's receiver
-//! reports holes in its feedback (DESIGN.md 3, "receiver state needed by the coders"), and for a
+//! reports holes in its feedback (docs/design.md 3, "receiver state needed by the coders"), and for a
 //! packet known to be missing the same greedy rule gives degree 1: a coded packet carrying just
 //! that packet has yield 1, the most any coded packet can have. So known holes are repaired first,
 //! and the random greedy code covers the rest. This is what makes OEC hold up under bursty

@@ -23,7 +23,7 @@
 //! consistency check against forged or inconsistent equations). Data packets that arrive later
 //! reduce the kept rows the same way, so rank can grow from either side.
 //!
-//! The decoder cannot authenticate what it is given (that is the AEAD's job, DESIGN.md 3); it only
+//! The decoder cannot authenticate what it is given (that is the AEAD's job, docs/design.md 3); it only
 //! makes sure forged input never panics and rarely yields a packet: members longer than the
 //! payload, out-of-range recovered lengths, non-zero padding and equations that contradict kept
 //! ones when fully reduced are counted as discarded. A coded packet whose coefficients are not

@@ -1,4 +1,4 @@
-//! `rlnc`: opportunistic sliding-window random linear coding (DESIGN.md 4; RFC 8681 style).
+//! `rlnc`: opportunistic sliding-window random linear coding (docs/design.md 4; RFC 8681 style).
 //!
 //! The sender side follows OEC (PluriBus 4.1, 5.1, [`super::Oec`]): coded packets go out only when
 //! a link's estimated queue is empty, so they use spare capacity and never delay data; W holds the
@@ -41,7 +41,7 @@
 //! 100 / K data packets later, instead of a report's round trip (a path's one-way delay twice
 //! over, plus its queue), and every packet behind the hole waits in the peer's sequencing buffer
 //! that much less. The price is K % of the links whenever they are full. FMTCP Table II
-//! (`rlnc-aqm-ahead`, K = 2, against `rlnc-aqm`, 5 runs; README): the mean hold fell from 153-194
+//! (`rlnc-aqm-ahead`, K = 2, against `rlnc-aqm`, 5 runs): the mean hold fell from 153-194
 //! ms to 7-117 ms at 1-5 % loss (at 20 and 50 % 2 % is too few to repair much ahead), and the
 //! bulk flow carried 0.1-0.6 Mbit/s more at 1, 20 and 50 % loss; at 2 and 5 % the same with the
 //! files' hosts, and 0.6-1.7 less with Linux-like ones (a timeout per run at 2 %). So it is a

@@ -4,7 +4,7 @@
 //! covered packet left missing, that packet is recovered. PluriBus 4.2 discards coded packets that
 //! cannot be used at once; braid keeps them (bounded in number and age) and peels them as later
 //! arrivals and recoveries reduce them, so a coded packet that arrives before a data packet it
-//! needs is not wasted (DESIGN.md 4).
+//! needs is not wasted (docs/design.md 4).
 
 use super::codec::{Decoder, DecoderStats, Encoder};
 use crate::time::Instant;

@@ -1,4 +1,4 @@
-//! Schedulers: which link each data packet takes (DESIGN.md 4). Policies behind one trait, built by
+//! Schedulers: which link each data packet takes (docs/design.md 4). Policies behind one trait, built by
 //! a factory, so a new one is one new file.
 
 mod eat;

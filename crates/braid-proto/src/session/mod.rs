@@ -1,4 +1,4 @@
-//! A braid session: one vehicle's tunnel, at either end (DESIGN.md 2).
+//! A braid session: one vehicle's tunnel, at either end (docs/design.md 2).
 //!
 //! The session is a sans-IO state machine in the style of quinn-proto: the driver feeds it
 //! passenger packets ([`Session::handle_tun_packet`]), datagrams from the uplinks
@@ -36,7 +36,7 @@ const DATA_RECENT: Duration = Duration::from_secs(1);
 /// the load has gone only delays what is left (a repair behind 200 ms of probe packets).
 const PROBE_WANTED_FOR: Duration = Duration::from_millis(300);
 
-/// The session's timers (DESIGN.md 2; quinn-proto `connection/timer.rs`).
+/// The session's timers (docs/design.md 2; quinn-proto `connection/timer.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Timer {
     /// Data, resends or NACKs are waiting to go out.
@@ -126,7 +126,7 @@ enum Liveness {
     DownAt(Instant),
 }
 
-/// Liveness of an active link (DESIGN.md 4, links that come and go): once its sends have gone
+/// Liveness of an active link (docs/design.md 4, links that come and go): once its sends have gone
 /// unconfirmed for a quarter of `timeout`, probes go out a quarter of `timeout` apart; the link is
 /// down when its sends have been unconfirmed for `timeout`, [`PROBES_BEFORE_DOWN`] probes went
 /// unanswered and the last of them had a round trip to come back. A real outage is still noticed
@@ -555,7 +555,7 @@ impl Session {
         }
     }
 
-    /// Probing, keepalive and failure detection for every link (DESIGN.md 4, links that come and
+    /// Probing, keepalive and failure detection for every link (docs/design.md 4, links that come and
     /// go): an active link whose sends go unconfirmed for a few round trips is down.
     fn check_links(&mut self, now: Instant) {
         let down_timeout = self.down_timeout();

@@ -1,4 +1,4 @@
-//! What a session counts: for status, metrics and reports (DESIGN.md 6).
+//! What a session counts: for status, metrics and reports (docs/design.md 6).
 
 use crate::link::{LinkId, LinkState};
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Feedback: what the receiver tells the sender (DESIGN.md 3).
+//! Feedback: what the receiver tells the sender (docs/design.md 3).
 
 use super::{Reader, WireError, Writer};
 use crate::link::LinkId;

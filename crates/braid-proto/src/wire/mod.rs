@@ -1,4 +1,4 @@
-//! braid's wire format (DESIGN.md 3).
+//! braid's wire format (docs/design.md 3).
 //!
 //! Every datagram starts with an 11-byte clear header; the body depends on the packet type:
 //!
@@ -17,7 +17,7 @@
 //! Data adds a 3-byte global sequence number (and the low 16 bits of a cumulative ack when the ACK
 //! flag is set, [`crate::seq::expand_ack`]), so a data packet costs 14 bytes of header, 16 with an
 //! ack: with outer IPv4 + UDP (28) and a 16-byte AEAD tag that is 58 or 60 bytes, within
-//! WireGuard's 60 (DESIGN.md 3). The per-link sequence number and the send time
+//! WireGuard's 60 (docs/design.md 3). The per-link sequence number and the send time
 //! are on every datagram so the receiver can measure each link's loss, one-way delay and rate
 //! (PluriBus 5.2, 5.3) from all traffic, not just data.
 //!

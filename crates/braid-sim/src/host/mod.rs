@@ -2,10 +2,10 @@
 //!
 //! The simulator carries the passengers' IP packets through a braid tunnel between two hosts,
 //! `riders` (the passengers' devices) and `web` (remote servers). Each is a [`TcpHost`]: a
-//! smoltcp interface on an in-memory device, driven sans-IO like braid-proto (DESIGN.md 2): time
+//! smoltcp interface on an in-memory device, driven sans-IO like braid-proto (docs/design.md 2): time
 //! comes in as `now`, packets go in through [`TcpHost::handle_packet`] and come out of
 //! [`TcpHost::poll_transmit`], and [`TcpHost::poll_at`] says when to call [`TcpHost::poll`] next.
-//! Flow completion times (DESIGN.md 6) are thus measured on real TCP behaviour: handshake, slow
+//! Flow completion times (docs/design.md 6) are thus measured on real TCP behaviour: handshake, slow
 //! start, Reno or CUBIC, delayed ACKs, fast retransmit and retransmission timeouts.
 //!
 //! smoltcp is patched (`vendor/smoltcp`, see `vendor/README.md`) to Linux's initial congestion

@@ -1,6 +1,6 @@
-//! Constant-bit-rate UDP probes (the `cbr` workload, DESIGN.md 5): real UDP/IPv4 packets, with
+//! Constant-bit-rate UDP probes (the `cbr` workload, docs/design.md 5): real UDP/IPv4 packets, with
 //! correct checksums, that carry a sequence number and their send time so the receiver can
-//! measure residual loss, one-way delay and jitter (DESIGN.md 6).
+//! measure residual loss, one-way delay and jitter (docs/design.md 6).
 //!
 //! Payload: magic `b"bCBR"`, sequence number (u64, big endian), send time in microseconds (u64,
 //! big endian), then zeros up to the requested size.

@@ -1,5 +1,5 @@
 //! What one direction of an emulated link is: the parsed form of a scenario's `down = {...}` /
-//! `up = {...}` tables (DESIGN.md 5). The same spec drives the simulator (virtual time) and the
+//! `up = {...}` tables (docs/design.md 5). The same spec drives the simulator (virtual time) and the
 //! testbed emulator (real time).
 
 use std::path::Path;

@@ -1,5 +1,5 @@
 //! A hand-built [`SimReport`] for the report tests: three schemes, two runs each, some incomplete flows,
-//! with or without a sweep. The aggregates are computed from the runs the way DESIGN.md 6 defines them,
+//! with or without a sweep. The aggregates are computed from the runs the way docs/design.md 6 defines them,
 //! so the numbers the tests check can be derived by hand from the constants below.
 
 use crate::results::{FlowRecord, LinkResult, RunResult, SchemeResult, SimReport, mean_ci95, percentile};
@@ -88,7 +88,7 @@ fn link(name: &str, capacity: f64, loss: f64) -> LinkResult {
     }
 }
 
-/// Aggregates runs of one scheme at one point as DESIGN.md 6 says.
+/// Aggregates runs of one scheme at one point as docs/design.md 6 says.
 pub(crate) fn aggregate(runs: &[RunResult]) -> SchemeResult {
     let mean = |f: fn(&RunResult) -> f64| runs.iter().map(f).sum::<f64>() / runs.len() as f64;
     let run_means: Vec<f64> = runs.iter().filter_map(RunResult::mean_fct_s).collect();

@@ -1,4 +1,4 @@
-//! `--json` (DESIGN.md 6): one object with the scenario and one entry per scheme (and sweep point).
+//! `--json` (docs/design.md 6): one object with the scenario and one entry per scheme (and sweep point).
 
 use serde_json::{Map, Value};
 
@@ -9,7 +9,7 @@ use crate::results::SimReport;
 ///
 /// `{ "scenario", "wall_s", "results": [ {every SchemeResult field}, ... ], "paired_fct": [ {every
 /// PairedFct field}, ... ] }`, plus `"sweep_label"` at the top level and `"sweep_value"` in each
-/// result and comparison only when sweeping. `"paired_fct"` (added to DESIGN.md 6's keys, which are
+/// result and comparison only when sweeping. `"paired_fct"` (added to docs/design.md 6's keys, which are
 /// unchanged) holds the paired comparisons that `versus` asks for, every scheme against the first
 /// when it is empty; it is an empty array when there is nothing to compare. Per-run data (flows,
 /// series of runs other than the first) is not included; the CSV files have it. NaN and infinite
@@ -46,7 +46,7 @@ mod tests {
     use super::*;
     use crate::report::fixture;
 
-    /// Every SchemeResult field: the keys of DESIGN.md 6 and the rest of the struct.
+    /// Every SchemeResult field: the keys of docs/design.md 6 and the rest of the struct.
     const RESULT_KEYS: [&str; 31] = [
         "scheme",
         "runs",

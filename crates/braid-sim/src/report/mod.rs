@@ -1,4 +1,4 @@
-//! Reports of a [`SimReport`] (DESIGN.md 6): a terminal table, `--json`, CSV files and plots, and
+//! Reports of a [`SimReport`] (docs/design.md 6): a terminal table, `--json`, CSV files and plots, and
 //! the paired comparisons of schemes that the table and `--json` carry ([`paired`]).
 //!
 //! Every function here reads the result types of [`crate::results`] and nothing else, so a report

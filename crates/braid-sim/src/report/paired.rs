@@ -1,7 +1,7 @@
 //! Paired comparisons of mean FCT between two schemes.
 //!
 //! Every scheme runs with the same seeds (`runner.rs`: run `i` of every scheme and every sweep point
-//! has seed `seed + i`; DESIGN.md 5). A seed fixes the flows (sizes, start times: `FlowPlan` draws
+//! has seed `seed + i`; docs/design.md 5). A seed fixes the flows (sizes, start times: `FlowPlan` draws
 //! them from the seed alone) and the random stream of every link direction (`LinkModel` is seeded
 //! from the run's seed and the link's index, never the scheme). So run `seed` of scheme B and run
 //! `seed` of scheme A face the same workload and the same sequence of loss draws, and the

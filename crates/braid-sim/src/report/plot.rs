@@ -1,4 +1,4 @@
-//! Plots for `--out DIR` (DESIGN.md 6): FCT CDF, FCT vs the swept parameter, per-link throughput over
+//! Plots for `--out DIR` (docs/design.md 6): FCT CDF, FCT vs the swept parameter, per-link throughput over
 //! time. plotters draws SVG; resvg rasterises that same SVG into PNG, so both files show the same figure
 //! and no bitmap font stack is needed (PNG text uses the system fonts, and is simply absent without any).
 

@@ -1,4 +1,4 @@
-//! Scenario files, the contract of `braid sim` (DESIGN.md 5): which links (rate or mahimahi trace,
+//! Scenario files, the contract of `braid sim` (docs/design.md 5): which links (rate or mahimahi trace,
 //! delay, queue, loss, schedule, outages), which workload, which schemes, and optionally a sweep
 //! of some keys over a list of values.
 //!

@@ -1,12 +1,12 @@
 //! The `[[scheme]]` entries of a scenario: which loss recovery and scheduler braid runs, or which
-//! real-testbed peer is compared against (DESIGN.md 4, 5, 7). braid's schemes are written and
+//! real-testbed peer is compared against (docs/design.md 4, 5, 7). braid's schemes are written and
 //! parsed as everywhere else ([`braid_proto::scheme`]).
 
 pub use braid_proto::{RecoveryKind, SchedulerKind};
 use std::time::Duration;
 
 names! {
-    /// A contender run on the real testbed instead of braid (DESIGN.md 7).
+    /// A contender run on the real testbed instead of braid (docs/design.md 7).
     Peer {
         /// Plain kernel TCP on the best uplink.
         Plain = "plain",
@@ -44,7 +44,7 @@ pub struct SchemeSpec {
     /// Fixed per-link weights for the `wrr` scheduler (required there, one per `[[link]]`).
     pub weights: Option<Vec<f64>>,
     /// Override of the sequencing buffer's hold time (braid schemes only; default derived from the
-    /// links' delay spread, DESIGN.md 4).
+    /// links' delay spread, docs/design.md 4).
     pub hold: Option<Duration>,
     /// CoDel on the predicted uplink queue at braid's ingress (`aqm = true`; braid schemes only,
     /// off by default; braid_proto::aqm): for bulk flows over long fat uplinks.

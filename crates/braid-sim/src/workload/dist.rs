@@ -1,5 +1,5 @@
 //! Random distributions for workload parameters (flow sizes, inter-arrival times), as written in a
-//! scenario file's `{ dist = "...", ... }` tables (DESIGN.md 5).
+//! scenario file's `{ dist = "...", ... }` tables (docs/design.md 5).
 //!
 //! Every distribution here is over non-negative values, because sizes and times are what it
 //! describes. An optional `max` on the heavy-tailed kinds *clamps* draws (a draw above `max` becomes

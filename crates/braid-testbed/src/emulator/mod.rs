@@ -1,4 +1,4 @@
-//! The user-space link emulator (DESIGN.md 7). This kernel has no netem, so each uplink is an L3
+//! The user-space link emulator (docs/design.md 7). This kernel has no netem, so each uplink is an L3
 //! hop between two namespaces made of two TUN devices, one on each side, and two threads per
 //! direction that carry every IP packet through the simulator's own [`LinkModel`] in real time:
 //! the same rate or trace, drop-tail queue, propagation delay, loss process, schedule and outages

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 /// Arguments of `braid client` and `braid server`.
 #[derive(Args, Debug)]
 pub struct DaemonArgs {
-    /// Configuration file (TOML; see README).
+    /// Configuration file (TOML; see docs/operations.md).
     #[arg(long, short)]
     pub config: PathBuf,
 }

@@ -15,10 +15,10 @@ use std::path::PathBuf;
 /// results are shown.
 #[derive(Args, Debug, Default)]
 pub struct ScenarioArgs {
-    /// Scenario file (TOML, DESIGN.md 5); `[[scheme]]` entries may be braid schemes or, for `braid
+    /// Scenario file (TOML, docs/scenarios.md); `[[scheme]]` entries may be braid schemes or, for `braid
     /// testbed`, `peer = "plain" | "mptcp" | "kcptun"`. Without it, the embedded PluriBus bus.
     pub file: Option<PathBuf>,
-    /// Print one JSON object (DESIGN.md 6) instead of the table.
+    /// Print one JSON object (docs/scenarios.md) instead of the table.
     #[arg(long)]
     pub json: bool,
     /// Also write CSV files and plots (SVG and PNG) into this directory.
