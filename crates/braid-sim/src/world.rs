@@ -74,6 +74,7 @@ pub fn engine_scheme(s: &SchemeSpec) -> Result<(RecoveryKind, SchedulerKind), Si
         Recovery::Oec => RecoveryKind::Oec,
         Recovery::Rlnc => RecoveryKind::Rlnc { ahead_percent: s.fec_percent.unwrap_or(0.0) },
         Recovery::Fountain => RecoveryKind::Fountain,
+        Recovery::Auto => RecoveryKind::Auto,
         other => return Err(unsupported(format!("recovery {other}"))),
     };
     let k = match scheduler {

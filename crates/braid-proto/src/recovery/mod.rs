@@ -3,6 +3,7 @@
 //! the peer chose (whatever coded packets arrive are decoded).
 
 mod arq;
+mod auto;
 pub mod codec;
 mod dup;
 mod fec;
@@ -17,6 +18,7 @@ mod window;
 mod xor;
 
 pub use arq::Arq;
+pub use auto::Auto;
 pub use codec::{Decoder, DecoderStats, Encoder};
 pub use dup::Dup;
 pub use fec::Fec;
@@ -61,6 +63,8 @@ pub enum RecoveryKind {
     },
     /// Systematic RaptorQ blocks with Eq. 4 repair and NACK-driven top-up (FMTCP IV, V).
     Fountain,
+    /// braid's general setting, adapting to what it measures ([`Auto`]): the default.
+    Auto,
 }
 
 impl RecoveryKind {
@@ -74,11 +78,12 @@ impl RecoveryKind {
             RecoveryKind::Oec => "oec",
             RecoveryKind::Rlnc { .. } => "rlnc",
             RecoveryKind::Fountain => "fountain",
+            RecoveryKind::Auto => "auto",
         }
     }
 
     /// Every name [`FromStr`] accepts.
-    pub const NAMES: &'static [&'static str] = &["none", "arq", "fec", "dup", "oec", "rlnc", "fountain"];
+    pub const NAMES: &'static [&'static str] = &["none", "arq", "fec", "dup", "oec", "rlnc", "fountain", "auto"];
 }
 
 impl fmt::Display for RecoveryKind {
@@ -94,13 +99,13 @@ impl fmt::Display for RecoveryKind {
 /// A recovery name that braid does not know, or a `fec` without its redundancy.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown recovery scheme {0:?}: expected one of none, arq, fec<K> (e.g. fec10), dup, oec, rlnc, rlnc:<K> (e.g. rlnc:2), fountain"
+    "unknown recovery scheme {0:?}: expected one of auto, none, arq, fec<K> (e.g. fec10), dup, oec, rlnc, rlnc:<K> (e.g. rlnc:2), fountain"
 )]
 pub struct UnknownRecovery(pub String);
 
 impl FromStr for RecoveryKind {
     type Err = UnknownRecovery;
-    /// Accepts `none`, `arq`, `dup`, `oec`, `rlnc`, `fec<K>` / `fec:<K>` with K the redundancy
+    /// Accepts `auto`, `none`, `arq`, `dup`, `oec`, `rlnc`, `fec<K>` / `fec:<K>` with K the redundancy
     /// percent, and `rlnc<K>` / `rlnc:<K>` with K the percent of coded packets sent ahead.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Ok(match s {
@@ -110,6 +115,7 @@ impl FromStr for RecoveryKind {
             "oec" => RecoveryKind::Oec,
             "rlnc" => RecoveryKind::Rlnc { ahead_percent: 0.0 },
             "fountain" => RecoveryKind::Fountain,
+            "auto" => RecoveryKind::Auto,
             _ => {
                 let percent = |prefix: &str, max: f64| {
                     let k = s.strip_prefix(prefix)?.trim_start_matches(':').parse::<f64>().ok()?;
@@ -220,6 +226,7 @@ pub fn build(kind: RecoveryKind, seed: u64) -> Box<dyn RecoverySender> {
         RecoveryKind::Oec => Box::new(Oec::new(seed)),
         RecoveryKind::Rlnc { ahead_percent } => Box::new(RlncSender::new(seed).with_ahead(ahead_percent)),
         RecoveryKind::Fountain => Box::new(Fountain::new()),
+        RecoveryKind::Auto => Box::new(Auto::new(seed)),
     }
 }
 
@@ -230,6 +237,7 @@ mod tests {
     #[test]
     fn names_parse() {
         assert_eq!("oec".parse::<RecoveryKind>().unwrap(), RecoveryKind::Oec);
+        assert_eq!("auto".parse::<RecoveryKind>().unwrap(), RecoveryKind::Auto);
         assert_eq!("rlnc".parse::<RecoveryKind>().unwrap(), RecoveryKind::Rlnc { ahead_percent: 0.0 });
         assert_eq!("rlnc:2".parse::<RecoveryKind>().unwrap(), RecoveryKind::Rlnc { ahead_percent: 2.0 });
         assert_eq!("rlnc:2".parse::<RecoveryKind>().unwrap().to_string(), "rlnc:2");

@@ -244,7 +244,7 @@ impl Session {
             return DataPick::NoLink;
         }
         let aqm = self.cfg.aqm;
-        if !(aqm.enabled && self.scheduler_shares_load()) {
+        if !(self.aqm_active(now) && self.scheduler_shares_load()) {
             return DataPick::Link(self.scheduler.pick(now, size, &views));
         }
         let over = |v: &LinkView| {
@@ -296,7 +296,7 @@ impl Session {
     /// took data.
     fn aqm_drops(&mut self, now: Instant, link: LinkId, arrived: Instant) -> bool {
         let aqm = self.cfg.aqm;
-        if !aqm.enabled {
+        if !self.aqm_active(now) {
             return false;
         }
         let Some(slot) = self.links.iter().find(|s| s.tx.id == link) else { return false };
@@ -402,6 +402,7 @@ impl Session {
             let tx = self.slot_mut(link).map_or(std::time::Duration::ZERO, |s| s.tx.tx_time(size + OUTER_OVERHEAD));
             if queued > PROBE_LOAD_QUEUE.max(tx * 4) {
                 self.last_loaded = Some(now);
+                self.loaded_since.get_or_insert(now);
             }
             if let Some(st) = self.sent.get_mut(seq) {
                 st.meta = SentMeta { link, dequeued_at: now + queued, resent_at: None };

@@ -418,11 +418,12 @@ fn scheme(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawScheme, n_links: usize) -> Resul
         (Some(_), Some(_)) => {
             return Err(ctx.invalid(&loc.key("peer"), "give either recovery or peer, not both"));
         }
-        (None, None) => {
-            return Err(ctx.invalid(&loc.key("recovery"), "missing: give recovery (braid) or peer"));
-        }
-        (Some(r), None) => {
-            let recovery = ctx.choice(r, Recovery::from_name, Recovery::NAMES, &loc.key("recovery"))?;
+        (r, None) => {
+            // A scheme with only a name is braid's general setting.
+            let recovery = match r {
+                Some(r) => ctx.choice(r, Recovery::from_name, Recovery::NAMES, &loc.key("recovery"))?,
+                None => Recovery::Auto,
+            };
             let scheduler = match raw.scheduler.as_deref() {
                 Some(s) => ctx.choice(s, SchedulerKind::from_name, SchedulerKind::NAMES, &loc.key("scheduler"))?,
                 None => SchemeSpec::DEFAULT_SCHEDULER,

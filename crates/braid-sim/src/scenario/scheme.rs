@@ -22,6 +22,9 @@ names! {
         Fountain = "fountain",
         /// Sliding-window random linear code over GF(2^8).
         Rlnc = "rlnc",
+        /// braid's general setting, adapting to what it measures (`braid_proto::recovery::Auto`);
+        /// what a `[[scheme]]` with only a `name` runs.
+        Auto = "auto",
     }
 }
 

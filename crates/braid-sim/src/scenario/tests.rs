@@ -434,7 +434,7 @@ fn scheme_options_are_checked() {
         &scheme("recovery = \"magic\""),
         "scheme.s.recovery",
         "magic",
-        "valid: none, arq, fec, rs, dup, oec, fountain, rlnc",
+        "valid: none, arq, fec, rs, dup, oec, fountain, rlnc, auto",
     );
     assert_rejects(
         &scheme("recovery = \"oec\"\nscheduler = \"fastest\""),
@@ -445,7 +445,10 @@ fn scheme_options_are_checked() {
     assert_rejects(&scheme("peer = \"quic\""), "scheme.s.peer", "quic", "valid: plain, mptcp, kcptun");
     assert_rejects(&scheme("peer = \"plain\"\nrecovery = \"oec\""), "scheme.s.peer", "plain", "not both");
     assert_rejects(&scheme("peer = \"plain\"\nhold_ms = 5"), "scheme.s.hold_ms", "hold_ms", "does not apply");
-    assert_rejects(&scheme("scheduler = \"wrr\""), "scheme.s.recovery", "[[scheme]] # s", "give recovery");
+    // A scheme with no recovery runs braid's general setting, `auto`.
+    let only_name = parse(&scheme("")).expect("a scheme with only a name");
+    let s = only_name.schemes.iter().find(|s| s.name == "s").expect("scheme s");
+    assert_eq!(s.kind, SchemeKind::Braid { recovery: Recovery::Auto, scheduler: SchedulerKind::MinDelay });
     assert_rejects(
         &scheme("recovery = \"oec\"\nscheduler = \"wrr\"\nweights = [1, 2]"),
         "scheme.s.weights",

@@ -228,7 +228,8 @@ fn default_weight() -> u32 {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionSettings {
-    /// Loss-recovery scheme (`RecoveryKind::from_str`), default `oec`.
+    /// Loss-recovery scheme (`RecoveryKind::from_str`), default `auto` (braid's general setting:
+    /// OEC's coding, CoDel only for bulk loads on long paths, `braid_proto::recovery::Auto`).
     #[serde(default)]
     pub recovery: Option<Recovery>,
     /// Scheduler (`SchedulerKind::from_str`), default `min-delay`.
@@ -244,7 +245,7 @@ pub struct SessionSettings {
 impl SessionSettings {
     /// The recovery scheme in force.
     pub fn recovery(&self) -> RecoveryKind {
-        self.recovery.map_or(RecoveryKind::Oec, |r| r.0)
+        self.recovery.map_or(RecoveryKind::Auto, |r| r.0)
     }
 
     /// The scheduler in force.
