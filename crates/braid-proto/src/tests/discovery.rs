@@ -66,3 +66,26 @@ fn auto_runs_codel_only_for_bulk_load_on_long_paths() {
         assert_eq!(dropped > 0, want_drops, "{delay} ms paths: {dropped} dropped at the ingress");
     }
 }
+
+#[test]
+fn a_link_of_weight_zero_takes_no_data_under_any_scheduler() {
+    for scheduler in [
+        SchedulerKind::MinDelay,
+        SchedulerKind::Eat,
+        SchedulerKind::RoundRobin,
+        SchedulerKind::Single,
+        SchedulerKind::Wrr { auto: false },
+        SchedulerKind::Wrr { auto: true },
+    ] {
+        let mut p = Pair::new(&[(20, 2_000.0), (5, 8_000.0)], cfg(RecoveryKind::Auto, scheduler));
+        p.advance(Duration::from_secs(1));
+        assert!(p.server.set_link_weight(LinkId(1), 0));
+        let n = offer(&mut p, 1.0, 1.0);
+        p.advance(Duration::from_secs(2));
+        let st = p.server.link_status(p.now);
+        let data = |id| st.iter().find(|l| l.id == LinkId(id)).map_or(0, |l| l.counters.data_sent);
+        assert_eq!(data(1), 0, "{scheduler}: the weight-0 link carried data");
+        assert_eq!(data(0), n, "{scheduler}");
+        assert_eq!(p.delivered_down.len() as u64, n, "{scheduler}");
+    }
+}
