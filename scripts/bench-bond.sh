@@ -14,6 +14,7 @@
 #   BUF_MS=50 ...  tbf queue of each uplink, ms at its rate (a modem's buffer)
 #   SESSION='recovery = "oec"' ...   a [session] table body for both ends instead of the default
 #   BIN=/path/to/braid ...           another binary (e.g. an older build, side by side)
+#   KEEP=/some/dir ...               keep every run's iperf3 JSON and both ends' final status there
 # Needs root and iperf3 (apt-get install iperf3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -133,6 +134,11 @@ iperf() { # iperf DIR FLOWS SECONDS FILE
   ip netns exec "$A" timeout $((secs + 20)) iperf3 -c 10.77.0.1 $rev -P "$flows" -t "$secs" -i 0.1 -J > "$TMP/cli.json" 2>/dev/null || true
   wait $srv 2>/dev/null || true
   if [ "$dir" = down ]; then cp "$TMP/cli.json" "$out"; else cp "$TMP/srv.json" "$out"; fi
+  if [ -n "${KEEP:-}" ]; then
+    mkdir -p "$KEEP"; local tag; tag="$(date +%H%M%S)-$dir$flows"
+    cp "$TMP/cli.json" "$KEEP/$tag-client.json"; cp "$TMP/srv.json" "$KEEP/$tag-server.json"
+    for side in c s; do "$BIN" status --json --control "$TMP/$side.sock" > "$KEEP/$tag-status-$side.json" 2>/dev/null || true; done
+  fi
 }
 
 # Throughput over the run, over the run less its first second, and the longest stall (s) of any flow.

@@ -402,7 +402,7 @@ fn default_weight() -> u32 {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionSettings {
-    /// Loss-recovery scheme ([`braid_proto::scheme`]: `oec`, `fec:10`, ...), default `oec`.
+    /// Loss-recovery scheme ([`braid_proto::scheme`]: `oec`, `fec:10`, ...), default `auto` (braid's general setting: OEC's coding, CoDel only for bulk loads on long paths, `braid_proto::recovery::Auto`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery: Option<Recovery>,
     /// Scheduler ([`braid_proto::scheme`]: `min-delay`, `wrr:auto`, ...), default `min-delay`.
@@ -422,7 +422,7 @@ pub struct SessionSettings {
 impl SessionSettings {
     /// The recovery scheme in force.
     pub fn recovery(&self) -> RecoveryKind {
-        self.recovery.map_or(RecoveryKind::Oec, |r| r.0)
+        self.recovery.map_or(RecoveryKind::Auto, |r| r.0)
     }
 
     /// The scheduler in force.

@@ -253,6 +253,11 @@ impl RxEstimator {
         // The first packet's own bits arrived before the span began.
         let bits = (self.delivered_bits - u64::from(first_bits)) as f64;
         let recv_bps = bits * 1e6 / span_us;
+        // Packets that queued at the bottleneck were sent in a shorter span than they arrived in,
+        // and the receive rate is then the link's; otherwise the send rate caps it, which cancels
+        // receive-side clumping. (A host that stalls on a busy machine can still squeeze both
+        // spans; the estimate that overshoots then comes down by PluriBus 5.2's rules as soon as
+        // traffic fills the link.)
         let send_us = f64::from(timestamp.wrapping_sub(first_ts));
         let send_bps = if send_us > 0.0 && send_us < 1e7 { bits * 1e6 / send_us } else { f64::INFINITY };
         let rate = recv_bps.min(send_bps);

@@ -122,6 +122,8 @@ pub struct TxLink {
     /// Smallest probe RTT of the last [`MIN_RTT_WINDOW`] (with when it was taken): the path's
     /// round trip without the queue braid's own traffic builds, which inflates `srtt`.
     min_rtt: Option<(Duration, Instant)>,
+    /// [`Self::min_path_rtt`] and when it was taken.
+    min_path_rtt: Option<(Duration, Instant)>,
     last_send: Option<Instant>,
     first_unconfirmed: Option<Instant>,
     unanswered_probes: u32,
@@ -159,6 +161,7 @@ impl TxLink {
             next_seq: 0,
             srtt: None,
             min_rtt: None,
+            min_path_rtt: None,
             last_send: None,
             first_unconfirmed: None,
             unanswered_probes: 0,
@@ -453,6 +456,26 @@ impl TxLink {
             self.min_rtt.is_none_or(|(min, at)| rtt <= min || now.saturating_duration_since(at) > MIN_RTT_WINDOW);
         if stale {
             self.min_rtt = Some((rtt, now));
+        }
+    }
+
+    /// Smallest probe RTT of the last [`MIN_RTT_WINDOW`] less the queue the queue model had
+    /// predicted for each probe: the path's round trip even when every probe met a queue (a
+    /// server's links are never idle long enough for a keepalive, so under load all its samples
+    /// are queued: 1 ms veths measured 235 ms).
+    pub fn min_path_rtt(&self) -> Option<Duration> {
+        self.min_path_rtt.map(|(rtt, _)| rtt)
+    }
+
+    /// Takes a probe RTT sample for the probe sent at `echo_ts` (our wire clock) into
+    /// [`Self::min_path_rtt`].
+    pub fn on_path_rtt_sample(&mut self, now: Instant, echo_ts: u32, rtt: Duration) {
+        let queued = self.sends.iter().rev().find(|s| s.wire_ts == echo_ts).map_or(0.0, |s| s.queue_us);
+        let rtt = rtt.saturating_sub(Duration::from_micros(queued as u64));
+        let stale =
+            self.min_path_rtt.is_none_or(|(min, at)| rtt <= min || now.saturating_duration_since(at) > MIN_RTT_WINDOW);
+        if stale {
+            self.min_path_rtt = Some((rtt, now));
         }
     }
 

@@ -3,6 +3,7 @@
 //! the peer chose (whatever coded packets arrive are decoded).
 
 mod arq;
+mod auto;
 pub mod codec;
 mod dup;
 mod fec;
@@ -17,6 +18,7 @@ mod window;
 mod xor;
 
 pub use arq::Arq;
+pub use auto::Auto;
 pub use codec::{Decoder, DecoderStats, Encoder};
 pub use dup::Dup;
 pub use fec::Fec;
@@ -62,6 +64,8 @@ pub enum RecoveryKind {
     },
     /// Systematic RaptorQ blocks with Eq. 4 repair and NACK-driven top-up (FMTCP IV, V).
     Fountain,
+    /// braid's general setting, adapting to what it measures ([`Auto`]): the default.
+    Auto,
 }
 
 impl RecoveryKind {
@@ -75,12 +79,19 @@ impl RecoveryKind {
             RecoveryKind::Oec => "oec",
             RecoveryKind::Rlnc { .. } => "rlnc",
             RecoveryKind::Fountain => "fountain",
+            RecoveryKind::Auto => "auto",
         }
     }
 
     /// Every way of writing a recovery scheme ([`crate::scheme`]): what [`FromStr`] accepts and
     /// help texts list. A new scheme is one new row.
     pub const SPELLINGS: &'static [Spelling<RecoveryKind>] = &[
+        Spelling {
+            name: "auto",
+            param: Param::None,
+            help: "braid's general setting, the default: OEC's coding into spare capacity, CoDel only for bulk load on long paths",
+            make: |_| RecoveryKind::Auto,
+        },
         Spelling {
             name: "none",
             param: Param::None,
@@ -108,7 +119,7 @@ impl RecoveryKind {
         Spelling {
             name: "oec",
             param: Param::None,
-            help: "opportunistic erasure coding into spare capacity (PluriBus), the default",
+            help: "opportunistic erasure coding into spare capacity (PluriBus)",
             make: |_| RecoveryKind::Oec,
         },
         Spelling {
@@ -245,6 +256,7 @@ pub fn build(kind: RecoveryKind, seed: u64) -> Box<dyn RecoverySender> {
         RecoveryKind::Oec => Box::new(Oec::new(seed)),
         RecoveryKind::Rlnc { ahead_percent } => Box::new(RlncSender::new(seed).with_ahead(ahead_percent)),
         RecoveryKind::Fountain => Box::new(Fountain::new()),
+        RecoveryKind::Auto => Box::new(Auto::new(seed)),
     }
 }
 
@@ -255,6 +267,7 @@ mod tests {
     #[test]
     fn names_parse() {
         assert_eq!("oec".parse::<RecoveryKind>().unwrap(), RecoveryKind::Oec);
+        assert_eq!("auto".parse::<RecoveryKind>().unwrap(), RecoveryKind::Auto);
         assert_eq!("rlnc".parse::<RecoveryKind>().unwrap(), RecoveryKind::Rlnc { ahead_percent: 0.0 });
         assert_eq!("rlnc:2".parse::<RecoveryKind>().unwrap(), RecoveryKind::Rlnc { ahead_percent: 2.0 });
         assert_eq!("rlnc:2".parse::<RecoveryKind>().unwrap().to_string(), "rlnc:2");

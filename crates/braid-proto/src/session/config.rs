@@ -84,7 +84,7 @@ impl SessionConfig {
         SessionConfig {
             role,
             session_id: 1,
-            recovery: RecoveryKind::Oec,
+            recovery: RecoveryKind::Auto,
             scheduler: SchedulerKind::MinDelay,
             seed: 0,
             hold: HoldConfig::default(),

@@ -35,6 +35,10 @@ const DATA_RECENT: Duration = Duration::from_secs(1);
 /// Links are probed for capacity until this long after new data last met a queue: a probe once
 /// the load has gone only delays what is left (a repair behind 200 ms of probe packets).
 const PROBE_WANTED_FOR: Duration = Duration::from_millis(300);
+/// Under `auto`, the load counts as bulk once new data has met queues this long without a pause.
+const AUTO_AQM_BULK: Duration = Duration::from_secs(2);
+/// Under `auto`, CoDel runs only on uplinks whose smallest round trip is at least this.
+const AUTO_AQM_MIN_RTT: Duration = Duration::from_millis(50);
 
 /// The session's timers (docs/design.md 2; quinn-proto `connection/timer.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,6 +197,9 @@ pub struct Session {
     /// When new data last met a queue on its link: links are probed for capacity while the load
     /// may need more than their estimates.
     last_loaded: Option<Instant>,
+    /// Since when new data has met queues with no pause longer than [`PROBE_WANTED_FOR`]: the
+    /// load is bulk once this is [`AUTO_AQM_BULK`] old.
+    loaded_since: Option<Instant>,
     /// The sequence number the next capacity-probe copy repeats (see `send.rs`).
     probe_cursor: u64,
     resends: VecDeque<(u64, Option<LinkId>)>,
@@ -252,6 +259,7 @@ impl Session {
             data_wait_until: None,
             codel: Codel::default(),
             last_loaded: None,
+            loaded_since: None,
             probe_cursor: 0,
             resends: VecDeque::new(),
             peer_cum_ack: 0,
@@ -534,6 +542,24 @@ impl Session {
         }
     }
 
+    /// Whether CoDel judges new data now: always with `aqm` on; under [`RecoveryKind::Auto`] while
+    /// the load is bulk (new data has met queues for [`AUTO_AQM_BULK`]) on uplinks whose smallest
+    /// round trip is at least [`AUTO_AQM_MIN_RTT`]. Long paths are where a bulk flow's window
+    /// outgrows a modem's buffer and loses a burst at once (FMTCP Table II's 200 ms paths: 12.0
+    /// Mbit/s without CoDel, 14.6 with); on short ones the buffers hold the window, and CoDel's
+    /// drops only cost (bench-bond, 20 + 5 Mbit/s at a round trip under a millisecond: 22.0
+    /// Mbit/s without, 11.4-14.8 with); short flows (PluriBus' bus) never make the load bulk.
+    pub(crate) fn aqm_active(&self, now: Instant) -> bool {
+        if self.cfg.aqm.enabled {
+            return true;
+        }
+        if self.cfg.recovery != RecoveryKind::Auto {
+            return false;
+        }
+        let bulk = self.loaded_since.is_some_and(|t| now.saturating_duration_since(t) >= AUTO_AQM_BULK);
+        bulk && self.usable_slots().filter_map(|s| s.tx.min_path_rtt()).min().is_some_and(|r| r >= AUTO_AQM_MIN_RTT)
+    }
+
     /// Whether the links' capacity should be probed: in the last moments, new data met a queue on
     /// the link that delivered it first, or waited in braid for one. A tunnel whose load fits the
     /// estimates sends nothing for it (a metered uplink pays for probes, and a probe's queue
@@ -544,8 +570,14 @@ impl Session {
 
     /// Moves every usable link's capacity probing on ([`crate::link::TxLink::handle_probe_timer`]).
     pub(crate) fn advance_probes(&mut self, now: Instant) {
+        // Data held in braid for a full link is load too (with CoDel on, it may wait longer
+        // than the pause that ends a bulk spell).
+        if self.data_wait_until.is_some() {
+            self.last_loaded = Some(now);
+        }
         if self.last_loaded.is_some_and(|t| now.saturating_duration_since(t) > PROBE_WANTED_FOR) {
             self.last_loaded = None;
+            self.loaded_since = None;
         }
         let wanted = self.probing_wanted();
         for s in &mut self.links {

@@ -266,6 +266,7 @@ impl Session {
         }
         slot.tx.on_rtt_sample(rtt);
         slot.tx.on_min_rtt_sample(now, rtt);
+        slot.tx.on_path_rtt_sample(now, p.echo_timestamp, rtt);
         slot.tx.on_confirmed(now.saturating_sub(Duration::from_micros(u64::from(age))));
         if slot.tx.state != LinkState::Active {
             slot.tx.probe_streak += 1;

@@ -51,3 +51,41 @@ fn unconfigured_uplinks_are_found_within_seconds_under_every_scheme() {
         assert_eq!(p.delivered_down.len() as u64, n, "{recovery}");
     }
 }
+
+#[test]
+fn auto_runs_codel_only_for_bulk_load_on_long_paths() {
+    // Offered 12 Mbit/s for 4 s against 10 Mbit/s in all: a standing queue that only drops can
+    // bound. On 100 ms paths `auto` turns CoDel on once the load has been bulk for a while; on
+    // 1 ms paths it leaves the modems' buffers to hold the window, as bench-bond measured best.
+    for (delay, want_drops) in [(100, true), (1, false)] {
+        let mut p = Pair::new(&[(delay, 5_000.0), (delay, 5_000.0)], cfg(RecoveryKind::Auto, SchedulerKind::MinDelay));
+        p.advance(Duration::from_secs(2));
+        offer(&mut p, 12.0, 4.0);
+        p.advance(Duration::from_secs(3));
+        let dropped = p.server.stats().aqm_dropped;
+        assert_eq!(dropped > 0, want_drops, "{delay} ms paths: {dropped} dropped at the ingress");
+    }
+}
+
+#[test]
+fn a_link_of_weight_zero_takes_no_data_under_any_scheduler() {
+    for scheduler in [
+        SchedulerKind::MinDelay,
+        SchedulerKind::Eat,
+        SchedulerKind::RoundRobin,
+        SchedulerKind::Single,
+        SchedulerKind::Wrr { auto: false },
+        SchedulerKind::Wrr { auto: true },
+    ] {
+        let mut p = Pair::new(&[(20, 2_000.0), (5, 8_000.0)], cfg(RecoveryKind::Auto, scheduler));
+        p.advance(Duration::from_secs(1));
+        assert!(p.server.set_link_weight(LinkId(1), 0));
+        let n = offer(&mut p, 1.0, 1.0);
+        p.advance(Duration::from_secs(2));
+        let st = p.server.link_status(p.now);
+        let data = |id| st.iter().find(|l| l.id == LinkId(id)).map_or(0, |l| l.counters.data_sent);
+        assert_eq!(data(1), 0, "{scheduler}: the weight-0 link carried data");
+        assert_eq!(data(0), n, "{scheduler}");
+        assert_eq!(p.delivered_down.len() as u64, n, "{scheduler}");
+    }
+}

@@ -528,9 +528,8 @@ fn scheme(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawScheme, n_links: usize) -> Resul
         (Some(_), Some(_)) => {
             return Err(ctx.invalid(&loc.key("peer"), "give either recovery or peer, not both"));
         }
-        (None, None) => {
-            return Err(ctx.invalid(&loc.key("recovery"), "missing: give recovery (braid) or peer"));
-        }
+        // A scheme with only a name is braid's general setting.
+        (None, None) => braid_scheme(ctx, loc, "auto", &raw)?,
         (Some(r), None) => braid_scheme(ctx, loc, r, &raw)?,
         (None, Some(p)) => {
             let peer = ctx.choice(p, Peer::from_name, Peer::NAMES, &loc.key("peer"))?;

@@ -436,7 +436,7 @@ fn scheme_options_are_checked() {
         &scheme("recovery = \"magic\""),
         "scheme.s.recovery",
         "magic",
-        "expected one of none, arq, fec:<K>, dup, oec, rlnc, rlnc:<K>, fountain",
+        "expected one of auto, none, arq, fec:<K>, dup, oec, rlnc, rlnc:<K>, fountain",
     );
     // Reed-Solomon and a duplicating scheduler were names without an implementation: refused
     // while parsing, not when the run starts.
@@ -450,7 +450,13 @@ fn scheme_options_are_checked() {
     assert_rejects(&scheme("peer = \"quic\""), "scheme.s.peer", "quic", "valid: plain, mptcp, kcptun");
     assert_rejects(&scheme("peer = \"plain\"\nrecovery = \"oec\""), "scheme.s.peer", "plain", "not both");
     assert_rejects(&scheme("peer = \"plain\"\nhold_ms = 5"), "scheme.s.hold_ms", "hold_ms", "does not apply");
-    assert_rejects(&scheme("scheduler = \"wrr\""), "scheme.s.recovery", "[[scheme]] # s", "give recovery");
+    // A scheme with no recovery runs braid's general setting, `auto`.
+    let only_name = parse(&scheme("")).expect("a scheme with only a name");
+    let s = only_name.schemes.iter().find(|s| s.name == "s").expect("scheme s");
+    assert_eq!(
+        s.kind,
+        SchemeKind::Braid { recovery: braid_proto::RecoveryKind::Auto, scheduler: SchedulerKind::MinDelay }
+    );
     assert_rejects(
         &scheme("recovery = \"oec\"\nscheduler = \"wrr\"\nweights = [1, 2]"),
         "scheme.s.weights",
