@@ -410,6 +410,7 @@ impl Client {
 
     /// An uplink's interface changed: (re)bind or drop its socket.
     fn on_net(&mut self, change: IfChange) {
+        let now = self.clock.now();
         for (i, up) in self.uplinks.iter_mut().enumerate() {
             if up.cfg.interface != change.name {
                 continue;
@@ -423,6 +424,10 @@ impl Client {
                     tracing::info!(state = ?change.state, "waiting for the uplink's interface");
                 }
                 up.close();
+                // Gone: down at once, its in-flight packets re-sent on the others.
+                if let Some(k) = self.keyed.as_mut() {
+                    k.session.handle_link_gone(now, up.id);
+                }
                 continue;
             };
             let same = old.as_ref().is_some_and(|o| o.ifindex == new.ifindex && o.addrs == new.addrs);
@@ -443,6 +448,10 @@ impl Client {
                     up.batch = Some(batch);
                     up.socket = Some(sock);
                     tracing::info!(addrs = ?new.addrs, generation = up.generation, "uplink socket bound");
+                    // Appeared or got an address: probe it now.
+                    if let Some(k) = self.keyed.as_mut() {
+                        k.session.handle_link_present(now, up.id);
+                    }
                 }
                 Err(e) => tracing::warn!(error = %e, "cannot set up the uplink socket; will retry on the next change"),
             }
