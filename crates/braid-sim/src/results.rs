@@ -99,6 +99,9 @@ pub struct RunResult {
     /// Bulk workload over drive-by links: bytes delivered over the passes' potential (the integral
     /// of the rate the model allows, paper 002 section 5); `None` without a drive-by link.
     pub pass_share: Option<f64>,
+    /// Bulk workload: the longest time any flow's receiver went without new data once it had
+    /// started, ms (a blackout's stall).
+    pub longest_stall_ms: Option<f64>,
     /// Datagrams pushed through the links (a measure of simulator work).
     pub datagrams: u64,
     /// Simulated seconds.
@@ -181,6 +184,8 @@ pub struct SchemeResult {
     pub links: Vec<LinkResult>,
     /// Mean over runs of [`RunResult::pass_share`].
     pub pass_share: Option<f64>,
+    /// The largest [`RunResult::longest_stall_ms`] over runs.
+    pub longest_stall_ms: Option<f64>,
 }
 
 /// A whole simulation: every scheme (and sweep point).

@@ -168,6 +168,7 @@ pub fn aggregate(scheme: &str, sweep_value: Option<f64>, runs: &[&RunResult]) ->
         cbr_jitter_ms: mean_opt(runs.iter().map(|r| r.cbr_jitter_ms)),
         links,
         pass_share: mean_opt(runs.iter().map(|r| r.pass_share)),
+        longest_stall_ms: runs.iter().filter_map(|r| r.longest_stall_ms).reduce(f64::max),
     }
 }
 

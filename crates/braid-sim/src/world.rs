@@ -126,6 +126,10 @@ struct World<'a> {
     arrival_err_sum_us: f64,
     arrival_err_n: u64,
     arrival_within_10ms: u64,
+    /// Bulk only: per flow (by its web-side port), when its receiver last got new data.
+    last_data_at: std::collections::HashMap<u16, Instant>,
+    /// Bulk only: the longest gap between data deliveries to any flow's receiver.
+    longest_stall: Duration,
 }
 
 #[derive(Default)]
@@ -242,6 +246,8 @@ impl<'a> World<'a> {
             arrival_err_sum_us: 0.0,
             arrival_err_n: 0,
             arrival_within_10ms: 0,
+            last_data_at: std::collections::HashMap::new(),
+            longest_stall: Duration::ZERO,
         };
         // Let the client's probes bring the links up before passengers start (a vehicle's gateway
         // is up before riders board); the workload starts at 1 s.
@@ -448,6 +454,7 @@ impl<'a> World<'a> {
                 moved = true;
             }
             while let Some(p) = self.client.poll_deliver() {
+                self.note_data(&p, true);
                 self.passenger_bytes_delivered += p.len() as u64;
                 if !self.take_cbr(&p) {
                     self.rider.handle_packet(self.now, &p);
@@ -455,6 +462,7 @@ impl<'a> World<'a> {
                 moved = true;
             }
             while let Some(p) = self.server.poll_deliver() {
+                self.note_data(&p, false);
                 self.passenger_bytes_delivered += p.len() as u64;
                 if !self.take_cbr(&p) {
                     self.web.handle_packet(self.now, &p);
@@ -616,6 +624,8 @@ impl<'a> World<'a> {
             cbr_jitter_ms: (self.cbr.received > 1).then_some(self.cbr.jitter_us / 1000.0),
             links,
             pass_share: self.pass_share(),
+            longest_stall_ms: matches!(self.sc.workload, WorkloadSpec::Bulk { .. })
+                .then(|| self.longest_stall.as_secs_f64() * 1e3),
             datagrams: self.datagrams,
             simulated_s: duration_s,
         }
@@ -623,6 +633,29 @@ impl<'a> World<'a> {
 }
 
 impl World<'_> {
+    /// Bulk only: a passenger packet leaves the tunnel toward the rider (`down`) or the web host;
+    /// if it is a TCP segment carrying data, the gap since its flow's previous one is a stall
+    /// candidate. Flows are told apart by the web host's port (source going down, destination up).
+    fn note_data(&mut self, p: &[u8], down: bool) {
+        if !matches!(self.sc.workload, WorkloadSpec::Bulk { .. }) || p.len() < 20 || p[9] != 6 {
+            return;
+        }
+        let ihl = usize::from(p[0] & 0x0f) * 4;
+        let total = usize::from(u16::from_be_bytes([p[2], p[3]])).min(p.len());
+        if total < ihl + 20 {
+            return;
+        }
+        let tcp = &p[ihl..total];
+        let data_off = usize::from(tcp[12] >> 4) * 4;
+        if tcp.len() <= data_off {
+            return; // a bare acknowledgement
+        }
+        let port = u16::from_be_bytes(if down { [tcp[0], tcp[1]] } else { [tcp[2], tcp[3]] });
+        if let Some(prev) = self.last_data_at.insert(port, self.now) {
+            self.longest_stall = self.longest_stall.max(self.now - prev);
+        }
+    }
+
     /// Bulk bytes delivered over the drive-by links' potential (paper 002 section 5's "theoretical
     /// potential": the integral of the rate the model allows over the run).
     fn pass_share(&mut self) -> Option<f64> {

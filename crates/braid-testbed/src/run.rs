@@ -223,6 +223,7 @@ fn run_one(
         cbr_jitter_ms: None,
         links: Vec::new(),
         pass_share: None,
+        longest_stall_ms: None,
         datagrams: 0,
         simulated_s: duration.as_secs_f64(),
     };

@@ -76,6 +76,8 @@ pub struct SessionConfig {
     pub store_age: Duration,
     /// Active queue management of passengers' packets at this end's ingress.
     pub aqm: AqmConfig,
+    /// Admission, degradation and the wait for an admitted link (link/lifecycle.rs).
+    pub lifecycle: crate::link::LifecycleConfig,
 }
 
 impl SessionConfig {
@@ -98,6 +100,7 @@ impl SessionConfig {
             store_packets: 8192,
             store_age: Duration::from_secs(3),
             aqm: AqmConfig::default(),
+            lifecycle: crate::link::LifecycleConfig::default(),
         }
     }
 }

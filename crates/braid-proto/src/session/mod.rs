@@ -166,6 +166,14 @@ pub(crate) struct LinkSlot {
     /// order it was given packets, and the peer numbers packets as it sends them, so a hole
     /// below it was not sent on this link, or was lost on it.
     pub(crate) highest_data: Option<u64>,
+    /// Probing, active, degraded, down, and the time spent in each (link/lifecycle.rs).
+    pub(crate) life: crate::link::Lifecycle,
+}
+
+/// How long a probe may take before it counts as unanswered: three smoothed round trips, at least
+/// 300 ms (the first probes have no RTT yet).
+pub(crate) fn probe_timeout(s: &LinkSlot) -> Duration {
+    (s.tx.srtt.unwrap_or(Duration::from_millis(100)) * 3).max(Duration::from_millis(300))
 }
 
 /// Metadata of a sent data packet.
@@ -227,6 +235,8 @@ pub struct Session {
     events: VecDeque<Event>,
     stats: SessionStats,
     closed: bool,
+    /// No link is admitted yet and passengers' packets wait for one ([`Session::usable_slots`]).
+    waiting_for_link: bool,
 }
 
 impl Session {
@@ -275,6 +285,7 @@ impl Session {
             events: VecDeque::new(),
             stats: SessionStats::default(),
             closed: false,
+            waiting_for_link: false,
         };
         for l in links {
             s.add_link(now, l);
@@ -309,6 +320,10 @@ impl Session {
             last_data: None,
             last_coded: None,
             highest_data: None,
+            life: crate::link::Lifecycle::new(
+                if state == LinkState::Active { crate::link::Phase::Active } else { crate::link::Phase::Probing },
+                now,
+            ),
         });
         self.links.sort_by_key(|s| s.tx.id);
     }
@@ -317,6 +332,32 @@ impl Session {
     pub fn remove_link(&mut self, now: Instant, id: LinkId) {
         self.resend_unacked_from(now, id);
         self.links.retain(|s| s.tx.id != id);
+    }
+
+    /// The driver saw the uplink's interface appear or get an address: probe it now rather than at
+    /// the down-probe period, so it is admitted within a few round trips (link/lifecycle.rs).
+    pub fn handle_link_present(&mut self, now: Instant, id: LinkId) {
+        if let Some(s) = self.slot_mut(id)
+            && s.tx.state != LinkState::Active
+        {
+            s.tx.set_state(LinkState::Probing, now);
+            s.life.enter(crate::link::Phase::Probing, now);
+            s.probe_due = true;
+        }
+    }
+
+    /// The driver saw the uplink's interface vanish or lose its address: it is down now, without
+    /// waiting out its silence, and what it had in flight goes out on the others at once.
+    pub fn handle_link_gone(&mut self, now: Instant, id: LinkId) {
+        let Some(s) = self.slot_mut(id) else { return };
+        if s.tx.state == LinkState::Down {
+            return;
+        }
+        s.tx.set_state(LinkState::Down, now);
+        s.life.enter(crate::link::Phase::Down, now);
+        s.counters.downs += 1;
+        self.events.push_back(Event::LinkDown(id));
+        self.resend_unacked_from(now, id);
     }
 
     /// Sets an uplink's address (the vehicle's modem reconnected with a new one, on the client:
@@ -372,6 +413,7 @@ impl Session {
         }
         self.stats.tun_in += 1;
         self.pending_data.push_back(now, Bytes::copy_from_slice(packet));
+        self.update_waiting_for_link(now);
         Ok(())
     }
 
@@ -439,6 +481,8 @@ impl Session {
                 queue: s.tx.queue_delay(now),
                 weight: s.tx.weight,
                 counters: s.counters,
+                phase: s.life.phase(),
+                time_in: s.life.time_in(now),
             })
             .collect()
     }
@@ -458,6 +502,11 @@ impl Session {
             out.push((Timer::Pending, Instant::ZERO));
         } else if can_send && !self.pending_data.is_empty() {
             out.push((Timer::Pending, self.data_wait_until.unwrap_or(Instant::ZERO)));
+        } else if self.waiting_for_link
+            && let Some(t) = self.pending_data.oldest()
+        {
+            // The wait for an admitted link ends: send on whatever link there is.
+            out.push((Timer::Pending, t + self.cfg.lifecycle.wait_for_link));
         }
         if let Some(d) = self.reorder.poll_timeout() {
             out.push((Timer::Hold, d));
@@ -528,6 +577,7 @@ impl Session {
         self.reorder.handle_timeout(now);
         self.check_links(now);
         self.advance_probes(now);
+        self.update_waiting_for_link(now);
         if self.peer_wants_nacks {
             let holes: Vec<u64> = self.reorder.holes().take(4096).collect();
             let lost_below = self.known_lost_below();
@@ -598,6 +648,7 @@ impl Session {
                     match liveness(s, down_timeout(s)) {
                         Some(Liveness::DownAt(t)) if now >= t => {
                             s.tx.set_state(LinkState::Down, now);
+                            s.life.enter(crate::link::Phase::Down, now);
                             s.counters.downs += 1;
                             s.probe_due = true;
                             went_down.push(s.tx.id);
@@ -610,6 +661,10 @@ impl Session {
                         s.tx.last_send().unwrap_or(s.tx.since).max(s.tx.last_probe.unwrap_or(Instant::ZERO));
                     if now >= idle_since + self.cfg.keepalive {
                         s.probe_due = true;
+                    }
+                    if let Some(next) = s.life.judge(s.tx.loss().max(s.rx.loss()), now, &self.cfg.lifecycle) {
+                        tracing::debug!(link = %s.tx.id, phase = next.as_str(), "link quality changed");
+                        s.life.enter(next, now);
                     }
                 }
                 LinkState::Probing => {
@@ -666,16 +721,39 @@ impl Session {
 
     /// Links data may use: active ones; failing that, probing ones; failing that, any with an
     /// address. Passengers' packets are never dropped for want of a perfect link.
+    ///
+    /// Among active links, degraded ones (link/lifecycle.rs) carry nothing new while a healthy one
+    /// exists: a better link is taken up before a worse one is let go. While no link is admitted,
+    /// passengers' packets wait (up to [`crate::link::LifecycleConfig::wait_for_link`]) for one.
     pub(crate) fn usable_slots(&self) -> impl Iterator<Item = &LinkSlot> {
         let has = |st: LinkState| self.links.iter().any(|s| s.tx.state == st && s.tx.remote.is_some());
-        let want = if has(LinkState::Active) {
+        let healthy = self.links.iter().any(|s| {
+            s.tx.state == LinkState::Active && s.tx.remote.is_some() && s.life.phase() != crate::link::Phase::Degraded
+        });
+        let want = if has(LinkState::Active) || self.waiting_for_link {
             Some(LinkState::Active)
         } else if has(LinkState::Probing) {
             Some(LinkState::Probing)
         } else {
             None
         };
-        self.links.iter().filter(move |s| s.tx.remote.is_some() && want.is_none_or(|w| s.tx.state == w))
+        self.links.iter().filter(move |s| {
+            s.tx.remote.is_some()
+                && want.is_none_or(|w| s.tx.state == w)
+                && !(healthy && s.life.phase() == crate::link::Phase::Degraded)
+        })
+    }
+
+    /// Whether passengers' packets should wait for a link to be admitted at `now`: this is the
+    /// client, no link is active, some link may still come up, and the oldest waiting packet has
+    /// not waited [`crate::link::LifecycleConfig::wait_for_link`].
+    pub(crate) fn update_waiting_for_link(&mut self, now: Instant) {
+        let wait = self.cfg.lifecycle.wait_for_link;
+        self.waiting_for_link = !wait.is_zero()
+            && self.cfg.role == Role::Client
+            && !self.links.iter().any(|s| s.tx.state == LinkState::Active && s.tx.remote.is_some())
+            && self.links.iter().any(|s| s.tx.remote.is_some())
+            && self.pending_data.oldest().is_none_or(|t| now < t + wait);
     }
 
     /// The d + δ all relative delays are measured against: the smallest known.
@@ -829,6 +907,11 @@ impl PendingData {
 
     fn is_empty(&self) -> bool {
         self.packets.is_empty()
+    }
+
+    /// When the oldest waiting packet came in.
+    fn oldest(&self) -> Option<Instant> {
+        self.packets.front().map(|(t, _)| *t)
     }
 
     fn bytes(&self) -> usize {

@@ -60,6 +60,7 @@ impl Session {
                         last_data: None,
                         last_coded: None,
                         highest_data: None,
+                        life: crate::link::Lifecycle::new(crate::link::Phase::Active, now),
                     });
                     self.links.sort_by_key(|s| s.tx.id);
                     self.events.push_back(Event::LinkAddress(h.link, from));
@@ -252,6 +253,7 @@ impl Session {
 
     fn on_probe(&mut self, now: Instant, h: &Header, p: ProbeRepr) {
         let keepalive = self.cfg.keepalive;
+        let life_cfg = self.cfg.lifecycle;
         let Some(slot) = self.slot_mut(h.link) else { return };
         if h.flags & FLAG_REPLY == 0 {
             if slot.replies.len() < 16 {
@@ -268,10 +270,18 @@ impl Session {
         slot.tx.on_min_rtt_sample(now, rtt);
         slot.tx.on_path_rtt_sample(now, p.echo_timestamp, rtt);
         slot.tx.on_confirmed(now.saturating_sub(Duration::from_micros(u64::from(age))));
+        slot.life.handle_probe_reply(p.id);
         if slot.tx.state != LinkState::Active {
             slot.tx.probe_streak += 1;
-            if slot.tx.probe_streak >= crate::link::PROBES_TO_ACTIVATE {
+            // A new or returning link answered: probe it again at once rather than at the probe
+            // period, so that it is admitted within a few of its round trips.
+            slot.probe_due = true;
+            // Admission (link/lifecycle.rs): replies in a row and enough of the recent probes
+            // answered, so a link at the fringe of its range is not taken into use.
+            let timeout = super::probe_timeout(slot);
+            if slot.life.admissible(now, timeout, &life_cfg) {
                 slot.tx.set_state(LinkState::Active, now);
+                slot.life.enter(crate::link::Phase::Active, now);
                 let id = slot.tx.id;
                 tracing::debug!(link = %id, "link up");
                 self.events.push_back(Event::LinkUp(id));

@@ -532,6 +532,7 @@ impl Session {
     }
 
     fn poll_probe(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        let life_cfg = self.cfg.lifecycle;
         for idx in 0..self.links.len() {
             let slot = &mut self.links[idx];
             if slot.replies.is_empty() && !slot.probe_due {
@@ -549,6 +550,7 @@ impl Session {
                 slot.probe_due = false;
                 slot.tx.last_probe = Some(now);
                 slot.tx.probe_id = slot.tx.probe_id.wrapping_add(1);
+                slot.life.handle_probe_sent(slot.tx.probe_id, now, &life_cfg);
                 (0, ProbeRepr { id: slot.tx.probe_id, echo_timestamp: 0, echo_delay_us: 0 })
             };
             let (n, destination) = self.start_datagram(now, buf, id, PacketType::Probe, flags, ProbeRepr::LEN)?;

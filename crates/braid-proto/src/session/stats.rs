@@ -110,6 +110,10 @@ pub struct LinkStatus {
     pub weight: u32,
     /// Counters.
     pub counters: LinkCounters,
+    /// Lifecycle phase (link/lifecycle.rs): like `state`, and tells degraded from active.
+    pub phase: crate::link::Phase,
+    /// Time spent in each phase so far, and how often each was entered.
+    pub time_in: [(crate::link::Phase, Duration, u32); 4],
 }
 
 /// Per-link counters.

@@ -1,5 +1,6 @@
 //! Engine-level test suites, kept out of the modules they exercise (STYLE.md).
 
 mod discovery;
+mod lifecycle;
 mod pair;
 mod session;

@@ -67,6 +67,7 @@ fn run(scheme: &str, run: u32, sweep_value: Option<f64>, factor: f64) -> RunResu
         cbr_jitter_ms: None,
         links: vec![link("wimax", 1500.0, 0.05), link("3g", 800.0, 0.01)],
         pass_share: None,
+        longest_stall_ms: None,
         datagrams: 1000,
         simulated_s: 10.0,
     }
@@ -127,6 +128,7 @@ pub(crate) fn aggregate(runs: &[RunResult]) -> SchemeResult {
         cbr_jitter_ms: None,
         links: runs[0].links.clone(),
         pass_share: None,
+        longest_stall_ms: None,
     }
 }
 

@@ -47,7 +47,7 @@ mod tests {
     use crate::report::fixture;
 
     /// Every SchemeResult field: the keys of docs/design.md 6 and the rest of the struct.
-    const RESULT_KEYS: [&str; 31] = [
+    const RESULT_KEYS: [&str; 32] = [
         "scheme",
         "runs",
         "flows",
@@ -63,6 +63,7 @@ mod tests {
         "aqm_drops",
         "overhead",
         "pass_share",
+        "longest_stall_ms",
         "coded_fraction",
         "recovered",
         "resent",

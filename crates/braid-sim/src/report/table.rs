@@ -69,6 +69,7 @@ pub fn table(report: &SimReport, versus: &[Versus]) -> String {
         &[" ± "],
         cells(&|r| plus_minus(r.goodput_kbps, r.goodput_ci95_kbps, 1)),
     ));
+    columns.push(Column::new("longest stall (ms)", Align::Right, &[], cells(&|r| one(r.longest_stall_ms, 0))));
     columns.push(Column::new(
         "pass share (%)",
         Align::Right,

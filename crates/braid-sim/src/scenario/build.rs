@@ -289,6 +289,8 @@ fn direction(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawDir, drive_by: bool) -> Resul
         )?;
     }
     let rate = match (raw.rate_kbps, raw.trace) {
+        // Replaced per run by the pass (`LinkSpec::for_run`); what remains is the nominal rate the
+        // client starts its estimates from, an 802.11g link's best TCP-level rate (Table 3).
         (None, None) if drive_by => RateSpec::Constant { kbps: 30_000.0 },
         (Some(_), Some(_)) => {
             return Err(ctx.invalid(&loc.key("trace"), "give either rate_kbps or trace, not both"));

@@ -547,8 +547,20 @@ impl Client {
             if up.socket.is_some() && same {
                 continue;
             }
+            let had = up.socket.is_some();
             up.close();
             self.bind_uplink(i);
+            // The link lifecycle hears of it at once: an interface that appears (or gets an
+            // address) is probed now; one that vanished is down now and its in-flight packets
+            // are re-sent on the others, without waiting for silence to tell.
+            let (now, id, bound) = (self.clock.now(), self.uplinks[i].id, self.uplinks[i].socket.is_some());
+            if let Some(k) = self.keyed.as_mut() {
+                if bound {
+                    k.session.handle_link_present(now, id);
+                } else if had {
+                    k.session.handle_link_gone(now, id);
+                }
+            }
         }
     }
 

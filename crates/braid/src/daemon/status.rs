@@ -139,7 +139,7 @@ pub struct UplinkStatus {
     pub interface: Option<String>,
     /// Whether the client has a socket on it (interface present, up, addressed).
     pub present: bool,
-    /// probing, active or down.
+    /// probing, active, degraded or down (link/lifecycle.rs).
     pub state: String,
     /// Smoothed RTT from probes, ms.
     pub rtt_ms: Option<f64>,
@@ -172,6 +172,9 @@ pub struct UplinkStatus {
     pub queue_corrections: u64,
     /// Scheduler weight.
     pub weight: u32,
+    /// Seconds spent in each lifecycle phase (probing, active, degraded, down) so far.
+    #[serde(default)]
+    pub time_in_s: Vec<(String, f64)>,
 }
 
 /// Snapshot of a session; `name_of` names its links.
@@ -192,7 +195,7 @@ pub fn session_status(
                 name,
                 interface,
                 present,
-                state: l.state.as_str().to_string(),
+                state: l.phase.as_str().to_string(),
                 rtt_ms: l.srtt.map(|d| d.as_secs_f64() * 1e3),
                 owd_ms: l.relative_owd_us.map(|u| u as f64 / 1e3),
                 tx_loss: l.tx_loss,
@@ -208,6 +211,7 @@ pub fn session_status(
                 downs: l.counters.downs,
                 queue_corrections: l.counters.queue_corrections,
                 weight: l.weight,
+                time_in_s: l.time_in.iter().map(|(p, d, _)| (p.as_str().to_string(), d.as_secs_f64())).collect(),
             }
         })
         .collect();
@@ -313,6 +317,10 @@ impl DaemonStatus {
                     u.coded_sent,
                     u.downs
                 );
+                if !u.time_in_s.is_empty() {
+                    let spells: Vec<String> = u.time_in_s.iter().map(|(p, s)| format!("{p} {s:.1} s")).collect();
+                    let _ = writeln!(o, "  {:<10} time in: {}", "", spells.join(", "));
+                }
             }
         }
         o
