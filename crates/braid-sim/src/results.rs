@@ -12,6 +12,9 @@ pub struct FlowRecord {
     pub start_s: f64,
     /// Completion time, seconds; `None` if it never completed.
     pub fct_s: Option<f64>,
+    /// Whether it counts as incomplete: a sized flow that never completed, or a bulk flow
+    /// (which has no end of its own and runs to the end of the run) that failed.
+    pub incomplete: bool,
 }
 
 /// Per-link measurements of one run (both directions summed unless named).

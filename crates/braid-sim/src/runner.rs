@@ -145,7 +145,7 @@ pub fn aggregate(scheme: &str, sweep_value: Option<f64>, runs: &[&RunResult]) ->
         fct_p50_s: percentile(&mut all, 50.0),
         fct_p95_s: percentile(&mut all, 95.0),
         fct_p99_s: percentile(&mut all, 99.0),
-        incomplete_flows: runs.iter().map(|r| r.flows.iter().filter(|f| f.fct_s.is_none()).count() as u64).sum(),
+        incomplete_flows: runs.iter().map(|r| r.flows.iter().filter(|f| f.incomplete).count() as u64).sum(),
         goodput_kbps: goodput.map(|g| g.0),
         goodput_ci95_kbps: goodput.and_then(|g| g.1),
         goodput_kbps_series: mean_series(runs.iter().map(|r| r.goodput_kbps_series.as_slice())),

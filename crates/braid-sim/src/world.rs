@@ -77,6 +77,8 @@ struct FlowState {
     size: u64,
     start: Instant,
     done: Option<Instant>,
+    /// An end host gave the flow up (timeouts, a reset).
+    failed: bool,
 }
 
 /// Runs `scheme` of `scenario` once with `seed`.
@@ -283,7 +285,7 @@ impl<'a> World<'a> {
         if !ok {
             tracing::warn!(flow = id, "could not open flow (port reuse); counted as incomplete");
         }
-        self.flows.push(FlowState { size: size.unwrap_or(0), start: at, done: None });
+        self.flows.push(FlowState { size: size.unwrap_or(0), start: at, done: None, failed: false });
     }
 
     fn next_event(&self) -> Instant {
@@ -480,10 +482,18 @@ impl<'a> World<'a> {
             }
             for host in [&mut self.rider, &mut self.web] {
                 while let Some(ev) = host.poll_event() {
-                    if let FlowEvent::Completed { flow, at, .. } = ev
-                        && let Some(f) = self.flows.get_mut(flow.0 as usize)
-                    {
-                        f.done.get_or_insert(at);
+                    match ev {
+                        FlowEvent::Completed { flow, at, .. } => {
+                            if let Some(f) = self.flows.get_mut(flow.0 as usize) {
+                                f.done.get_or_insert(at);
+                            }
+                        }
+                        FlowEvent::Failed { flow, .. } => {
+                            if let Some(f) = self.flows.get_mut(flow.0 as usize) {
+                                f.failed = true;
+                            }
+                        }
+                        FlowEvent::Established { .. } => {}
                     }
                 }
             }
@@ -526,6 +536,7 @@ impl<'a> World<'a> {
     }
 
     fn finish(mut self, scheme: &SchemeSpec, run: u32, seed: u64, sweep_value: Option<f64>) -> RunResult {
+        let bulk = matches!(self.sc.workload, WorkloadSpec::Bulk { .. });
         let flows: Vec<FlowRecord> = self
             .flows
             .iter()
@@ -533,6 +544,8 @@ impl<'a> World<'a> {
                 size_bytes: f.size,
                 start_s: f.start.as_secs_f64(),
                 fct_s: f.done.map(|d| (d - f.start).as_secs_f64()),
+                // A bulk flow that ran to the end of the run did what it was for.
+                incomplete: f.done.is_none() && (!bulk || f.failed),
             })
             .collect();
         let goodput_kbps = match self.sc.workload {

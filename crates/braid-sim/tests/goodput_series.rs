@@ -28,6 +28,9 @@ fn goodput_series_sums_to_the_goodput_and_stays_under_capacity() {
     assert!(series[2..10].iter().sum::<f64>() / 8.0 > 11_000.0, "a bulk flow uses both free links: {series:?}");
     // And the report averages it per second.
     assert_eq!(&report.results[0].goodput_kbps_series, series);
+    // A bulk flow has no end of its own: one that ran to the end of the run is not incomplete
+    // (the table said "1/1 (100.0 %)").
+    assert_eq!(report.results[0].incomplete_flows, 0);
 }
 
 #[test]
@@ -69,4 +72,5 @@ scheduler = "single"
     let goodput = run.goodput_kbps.expect("bulk goodput");
     let mean = series.iter().sum::<f64>() / 69.0;
     assert!(goodput > 0.0 && (mean - goodput).abs() < 1e-6 * goodput, "series mean {mean} vs goodput {goodput}");
+    assert_eq!(report.results[0].incomplete_flows, 1, "a bulk flow that failed is incomplete");
 }

@@ -69,7 +69,12 @@ pub fn run_flows(
     }
     plan.iter()
         .zip(fct)
-        .map(|(f, fct_s)| FlowRecord { size_bytes: f.size, start_s: f.start.as_secs_f64(), fct_s })
+        .map(|(f, fct_s)| FlowRecord {
+            size_bytes: f.size,
+            start_s: f.start.as_secs_f64(),
+            fct_s,
+            incomplete: fct_s.is_none(),
+        })
         .collect()
 }
 

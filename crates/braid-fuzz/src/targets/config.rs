@@ -60,7 +60,7 @@ name = "wifi"
 interface = "wlan0"
 [session]
 recovery = "fec:25"
-scheduler = "wrr-auto"
+scheduler = "wrr:auto"
 "#,
         r#"server = "192.0.2.1:7700"
 private_key = "client.key"

@@ -33,11 +33,15 @@ fn run(scheme: &str, run: u32, sweep_value: Option<f64>, factor: f64) -> RunResu
     let flows = FCTS[run as usize]
         .iter()
         .enumerate()
-        .map(|(k, fct)| FlowRecord {
-            size_bytes: 1000 * 10u64.pow(k as u32),
-            start_s: 0.5 * k as f64,
+        .map(|(k, fct)| {
             // `none` loses its last flow of run 1: an incomplete flow.
-            fct_s: (!(scheme == "none" && run == 1 && k == 3)).then_some(fct * factor),
+            let fct_s = (!(scheme == "none" && run == 1 && k == 3)).then_some(fct * factor);
+            FlowRecord {
+                size_bytes: 1000 * 10u64.pow(k as u32),
+                start_s: 0.5 * k as f64,
+                fct_s,
+                incomplete: fct_s.is_none(),
+            }
         })
         .collect();
     RunResult {
@@ -138,6 +142,7 @@ pub(crate) fn report_without_completed_flows(sweep: bool) -> SimReport {
     for run in &mut report.runs {
         for flow in &mut run.flows {
             flow.fct_s = None;
+            flow.incomplete = true;
         }
     }
     rebuild(&mut report);

@@ -233,7 +233,9 @@ mod tests {
         r.scheme = scheme.into();
         r.run = run;
         r.seed = seed;
-        r.flows = (0..3).map(|k| FlowRecord { size_bytes: 1000, start_s: f64::from(k), fct_s: fct }).collect();
+        r.flows = (0..3)
+            .map(|k| FlowRecord { size_bytes: 1000, start_s: f64::from(k), fct_s: fct, incomplete: fct.is_none() })
+            .collect();
         r
     }
 
