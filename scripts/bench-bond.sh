@@ -102,7 +102,7 @@ braid_up() {
     echo "private_key = \"$TMP/server.key\""
     echo "tun = { name = \"braid0\", address = \"10.77.0.1/24\" }"
     echo "control = \"$TMP/s.sock\""
-    printf '[[peer]]\nname = "bench"\npublic_key = "%s"\n' "$CPUB"
+    printf '[[peer]]\nname = "bench"\npublic_key = "%s"\nallowed_ips = ["10.77.0.2/32"]\n' "$CPUB"
     [ -z "$SESSION" ] || printf '[session]\n%s\n' "$SESSION"
   } > "$TMP/s.toml"
   BRAID_LOG=${LOG:-warn} ip netns exec "$B" "$BIN" server --config "$TMP/s.toml" >>"$TMP/server.log" 2>&1 & BRAID_S=$!

@@ -43,9 +43,10 @@ fn run_cut(tell_session: bool) -> (usize, u64) {
 fn a_vanished_interface_is_down_at_once_and_its_packets_move() {
     // Told by the driver: everything, within 250 ms (the other link's one-way delay is 75 ms).
     assert_eq!(run_cut(true), (60, 1));
-    // Left to silence, 250 ms is too early: the link is not down yet and packets are missing.
+    // Left to silence, 250 ms is too early: the link is not down yet. (Its packets may still
+    // arrive: capacity probes on the other link repeat recent unacknowledged data.)
     let (got, downs) = run_cut(false);
-    assert!(got < 60 && downs == 0, "{got} delivered, {downs} downs");
+    assert!(downs == 0, "{got} delivered, {downs} downs");
 }
 
 #[test]
