@@ -88,6 +88,10 @@ impl Default for LifecycleConfig {
     }
 }
 
+/// Probes on their way remembered besides [`LifecycleConfig::window`]'s judged ones: 64 at the
+/// 100 ms probing period admit a link of up to a 6.4 s round trip.
+const MAX_IN_FLIGHT_PROBES: usize = 64;
+
 /// One probe sent: its id, when, and whether its reply came back.
 #[derive(Debug, Clone, Copy)]
 struct ProbeRecord {
@@ -156,7 +160,12 @@ impl Lifecycle {
     /// Records a probe sent (not a reply to the peer's).
     pub fn handle_probe_sent(&mut self, id: u32, now: Instant, cfg: &LifecycleConfig) {
         self.probes.push_back(ProbeRecord { id, at: now, answered: false });
-        while self.probes.len() > cfg.window.max(cfg.admit_streak as usize).max(1) {
+        // Remember probes still on their way as well as the judged ones: at the probing period
+        // (100 ms) a path with a round trip of a second or more (bufferbloated cellular,
+        // satellite) has ten or more in flight, and a reply whose record is gone would never
+        // count, so such a link would never be admitted.
+        let keep = cfg.window.max(cfg.admit_streak as usize).max(1) + MAX_IN_FLIGHT_PROBES;
+        while self.probes.len() > keep {
             self.probes.pop_front();
         }
     }
@@ -184,14 +193,15 @@ impl Lifecycle {
 
     /// Share of the judged probes that were answered, from the first answered one on (those
     /// before it say the link was absent, not how good it is now); 1 with none judged.
-    pub fn quality(&self, now: Instant, timeout: Duration) -> f64 {
-        let judged = self
+    pub fn quality(&self, now: Instant, timeout: Duration, window: usize) -> f64 {
+        let judged: Vec<&ProbeRecord> = self
             .probes
             .iter()
             .skip_while(|p| !p.answered)
-            .filter(|p| p.answered || now.saturating_duration_since(p.at) >= timeout);
+            .filter(|p| p.answered || now.saturating_duration_since(p.at) >= timeout)
+            .collect();
         let (mut n, mut ok) = (0u32, 0u32);
-        for p in judged {
+        for p in &judged[judged.len().saturating_sub(window.max(1))..] {
             n += 1;
             ok += u32::from(p.answered);
         }
@@ -201,7 +211,7 @@ impl Lifecycle {
     /// Whether a probing or down link has earned admission: enough replies in a row and enough of
     /// its recent probes answered.
     pub fn admissible(&self, now: Instant, timeout: Duration, cfg: &LifecycleConfig) -> bool {
-        self.streak(now, timeout) >= cfg.admit_streak && self.quality(now, timeout) >= cfg.admit_quality
+        self.streak(now, timeout) >= cfg.admit_streak && self.quality(now, timeout, cfg.window) >= cfg.admit_quality
     }
 
     /// An admitted link's next phase given its loss estimate (hysteresis between active and
@@ -254,7 +264,29 @@ mod tests {
             }
             assert!(!l.admissible(ms(100 * u64::from(i) + 50), TIMEOUT, &cfg), "admitted at probe {i}");
         }
-        assert!(l.quality(ms(4000), TIMEOUT) < 0.6);
+        assert!(l.quality(ms(4000), TIMEOUT, cfg.window) < 0.6);
+    }
+
+    #[test]
+    fn a_link_with_a_round_trip_over_a_second_is_admitted() {
+        // Probes every 100 ms over a 1.2 s round trip (a relay adding 0.6 s each way, as
+        // bufferbloated cellular uplinks see): twelve are in flight when the first reply comes.
+        let cfg = LifecycleConfig::default();
+        let rtt = Duration::from_millis(1200);
+        let mut l = Lifecycle::new(Phase::Probing, ms(0));
+        let mut admitted = None;
+        for t in 0..60u32 {
+            let now = ms(100 * u64::from(t));
+            l.handle_probe_sent(t, now, &cfg);
+            if let Some(answered) = t.checked_sub(12) {
+                l.handle_probe_reply(answered);
+                // The session judges with its smoothed round trip by then.
+                if admitted.is_none() && l.admissible(now, rtt * 3, &cfg) {
+                    admitted = Some(t);
+                }
+            }
+        }
+        assert_eq!(admitted, Some(15), "admitted on the fourth reply in a row");
     }
 
     #[test]
