@@ -255,16 +255,18 @@ pub const DEFAULT_INITIAL_RTO_MS: u64 = 1000;
 pub const DEFAULT_MIN_RTO_MS: u64 = 200;
 /// See [`DEFAULT_INITIAL_RTO_MS`].
 pub const DEFAULT_INITIAL_WINDOW_BYTES: usize = 14_600;
-/// Default of `[tcp] sack`.
-pub const DEFAULT_SACK: bool = false;
-/// Default of `[tcp] hystart`.
-pub const DEFAULT_HYSTART: bool = false;
-/// Default of `[tcp] linux_rto`.
-pub const DEFAULT_LINUX_RTO: bool = false;
-/// Default of `[tcp] byte_counting`.
-pub const DEFAULT_BYTE_COUNTING: bool = false;
-/// Default of `[tcp] rack`.
-pub const DEFAULT_RACK: bool = false;
+/// Default of `[tcp] sack`: on, as every Linux since 2.2 (`net.ipv4.tcp_sack`). The defaults
+/// of the five host options are today's Linux; a file that models older hosts (PluriBus's
+/// 2010 bus) turns them off in its own `[tcp]`.
+pub const DEFAULT_SACK: bool = true;
+/// Default of `[tcp] hystart`: on, as Linux's CUBIC (`tcp_cubic hystart=1`).
+pub const DEFAULT_HYSTART: bool = true;
+/// Default of `[tcp] linux_rto`: on, Linux's RTO rule.
+pub const DEFAULT_LINUX_RTO: bool = true;
+/// Default of `[tcp] byte_counting`: on, as Linux counts every segment an ACK covers.
+pub const DEFAULT_BYTE_COUNTING: bool = true;
+/// Default of `[tcp] rack`: on, as Linux (`net.ipv4.tcp_recovery = 1`).
+pub const DEFAULT_RACK: bool = true;
 
 impl Default for TcpSpec {
     fn default() -> Self {
