@@ -4,9 +4,11 @@
 //! one-way delay plus clock offset) and reported to its sender, which keeps the running queue
 //! estimate and the arrival-time prediction ([`TxLink`]).
 
+mod meter;
 mod rx;
 mod tx;
 
+pub use meter::{BACKUP_KEEPALIVE, CODING_CREDIT_CAP, CodingMeter, Metering, MeteringError};
 pub use rx::{RxEstimator, RxSample};
 pub use tx::{LinkState, PROBES_BEFORE_DOWN, PROBES_TO_ACTIVATE, TxLink};
 

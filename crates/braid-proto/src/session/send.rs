@@ -114,8 +114,14 @@ impl Session {
             }
         }
         if self.recovery.wants_opportunity() {
-            let empty: Vec<(LinkId, f64)> =
-                self.usable_slots().filter(|s| s.tx.queue_is_empty(now)).map(|s| (s.tx.id, s.tx.loss())).collect();
+            // Only links whose coding budget covers the largest coded packet, so that the scheme
+            // is not asked for one that then cannot go.
+            let max = self.min_transmit_buffer();
+            let empty: Vec<(LinkId, f64)> = self
+                .usable_slots()
+                .filter(|s| s.tx.queue_is_empty(now) && s.meter.allows(max))
+                .map(|s| (s.tx.id, s.tx.loss()))
+                .collect();
             for (id, loss) in empty {
                 if let Some((kind, cov)) = self.recovery.poll_opportunistic(now, id, loss)
                     && let Some(t) = self.send_coded(now, buf, kind, &cov, Some(id))
@@ -141,6 +147,17 @@ impl Session {
         let session = self.cfg.session_id;
         let slot = self.slot_mut(link)?;
         let size = HEADER_LEN + body_len;
+        // The coding budget's gate: every coded datagram passes here, whichever scheme or probe
+        // built it ([`crate::link::CodingMeter`]).
+        match ptype {
+            PacketType::Coded if !slot.meter.allows(size) => {
+                slot.meter.on_withheld();
+                return None;
+            }
+            PacketType::Coded => slot.meter.on_coded(size),
+            PacketType::Data => slot.meter.on_data(size),
+            _ => {}
+        }
         let link_seq = slot.tx.on_send(now, size + OUTER_OVERHEAD);
         slot.counters.datagrams_sent += 1;
         slot.counters.bytes_sent += size as u64;
@@ -300,6 +317,25 @@ impl Session {
         Some(Eat.pick(now, size, &views))
     }
 
+    /// [`Session::fastest_link`] among the links whose coding budget allows a coded packet of
+    /// `size` bytes; `None` (and the packet counted as withheld) when none does.
+    fn fastest_coding_link(&mut self, now: Instant, size: usize) -> Option<LinkId> {
+        let views: Vec<LinkView> = self
+            .link_views(now, size)
+            .into_iter()
+            .filter(|v| self.links.iter().any(|s| s.tx.id == v.id && s.meter.allows(size)))
+            .collect();
+        if views.is_empty() {
+            if let Some(id) = self.fastest_link(now, size)
+                && let Some(s) = self.slot_mut(id)
+            {
+                s.meter.on_withheld();
+            }
+            return None;
+        }
+        Some(Eat.pick(now, size, &views))
+    }
+
     /// Sends data packet `seq` from the sent store on `link`, or on the fastest link (resends).
     fn send_data(
         &mut self,
@@ -395,7 +431,7 @@ impl Session {
         let size = HEADER_LEN + body.len();
         let link = match link {
             Some(l) => l,
-            None => self.fastest_link(now, size)?,
+            None => self.fastest_coding_link(now, size)?,
         };
         let (n, destination) = self.start_datagram(now, buf, link, PacketType::Coded, 0, body.len())?;
         let m = body.emit(&mut buf[n..]).ok()?;

@@ -1,4 +1,5 @@
 //! Engine-level test suites, kept out of the modules they exercise (STYLE.md).
 
+mod metering;
 mod pair;
 mod session;

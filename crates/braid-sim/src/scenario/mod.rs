@@ -129,6 +129,10 @@ pub struct LinkSpec {
     pub down: LinkDirSpec,
     /// Vehicle to server.
     pub up: LinkDirSpec,
+    /// `coding_budget` (coded bytes at most this fraction of the data bytes on the link, each
+    /// direction; absent or `inf`: no bound) and `backup` (carries traffic only when no other
+    /// link can), applied by both ends of the tunnel to what they send.
+    pub metering: braid_proto::Metering,
 }
 
 names! {

@@ -26,6 +26,8 @@ pub(crate) struct RawLink {
     pub down: Option<RawDir>,
     pub up: Option<RawDir>,
     pub outages: Option<Vec<RawOutage>>,
+    pub coding_budget: Option<f64>,
+    pub backup: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

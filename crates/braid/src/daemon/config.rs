@@ -6,7 +6,7 @@
 
 use anyhow::{Context, bail};
 use braid_proto::crypto::{CipherSuite, PeerConfig, PublicKey, StaticSecret};
-use braid_proto::{RecoveryKind, SchedulerKind, Session, SessionConfig};
+use braid_proto::{Metering, RecoveryKind, SchedulerKind, Session, SessionConfig};
 use serde::Deserialize;
 use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -121,6 +121,9 @@ pub struct PeerEntry {
     /// A pre-shared key file, if the vehicle uses one.
     #[serde(default)]
     pub preshared_key: Option<PathBuf>,
+    /// How the server meters its sends on the vehicle's uplinks, by position.
+    #[serde(default)]
+    pub uplink: Vec<PeerUplink>,
 }
 
 /// A base64 public key, checked while parsing so the error carries the line.
@@ -218,6 +221,42 @@ pub struct UplinkConfig {
     /// Scheduler weight.
     #[serde(default = "default_weight")]
     pub weight: u32,
+    /// Coded bytes the client sends on this uplink at most this fraction of the data bytes it
+    /// sends there (`braid_proto::link::CodingMeter`); absent: no bound. The server's side is
+    /// its `[[peer.uplink]]`.
+    #[serde(default)]
+    pub coding_budget: Option<f64>,
+    /// Carries traffic only when no non-backup uplink is usable; otherwise only a keepalive probe
+    /// every 30 s.
+    #[serde(default)]
+    pub backup: bool,
+}
+
+impl UplinkConfig {
+    /// Its metering, checked while parsing.
+    pub fn metering(&self) -> Metering {
+        Metering::new(self.coding_budget, self.backup).unwrap_or_default()
+    }
+}
+
+/// How the server meters what it sends on one of a vehicle's uplinks: `[[peer.uplink]]`, one per
+/// `[[uplink]]` of the vehicle's file, in the same order (the server knows uplinks by position).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerUplink {
+    /// As the vehicle's `coding_budget`, for what the server sends.
+    #[serde(default)]
+    pub coding_budget: Option<f64>,
+    /// As the vehicle's `backup`.
+    #[serde(default)]
+    pub backup: bool,
+}
+
+impl PeerUplink {
+    /// Its metering, checked while parsing.
+    pub fn metering(&self) -> Metering {
+        Metering::new(self.coding_budget, self.backup).unwrap_or_default()
+    }
 }
 
 fn default_weight() -> u32 {
@@ -346,6 +385,9 @@ impl ClientConfig {
             if !(u.up_kbps.is_finite() && u.up_kbps >= 0.0 && u.down_kbps.is_finite() && u.down_kbps >= 0.0) {
                 bail!("uplink[{i}]: up_kbps and down_kbps must be non-negative numbers");
             }
+            if let Err(e) = Metering::new(u.coding_budget, u.backup) {
+                bail!("uplink[{i}].coding_budget: {e}");
+            }
         }
         c.mtu()?;
         if c.rekey_s == 0 || c.rejoin_s == 0 {
@@ -418,6 +460,14 @@ impl ServerConfig {
             }
             if c.peer[..i].iter().any(|o| o.public_key.0 == p.public_key.0) {
                 bail!("peer[{i}].public_key: the same key as another peer");
+            }
+            if p.uplink.len() > braid_proto::wire::FeedbackRepr::MAX_LINKS {
+                bail!("peer[{i}].uplink: at most {} uplinks", braid_proto::wire::FeedbackRepr::MAX_LINKS);
+            }
+            for (j, u) in p.uplink.iter().enumerate() {
+                if let Err(e) = Metering::new(u.coding_budget, u.backup) {
+                    bail!("peer[{i}].uplink[{j}].coding_budget: {e}");
+                }
             }
         }
         c.mtu()?;
@@ -539,5 +589,36 @@ public_key = "3p7bfXt9wbTTW2HC7OQ1Nz+DQ8hbeGdNrfx+FG+IK08="
         assert!(e.contains("tun.mtu"), "{e}");
         let e = err(&CLIENT.replace("192.0.2.1:7700", "nowhere"));
         assert!(e.contains("server"), "{e}");
+        let e = err(&CLIENT.replace("up_kbps = 2000", "up_kbps = 2000\ncoding_budget = -1"));
+        assert!(e.contains("uplink[0].coding_budget") && e.contains(">= 0"), "{e}");
+    }
+
+    #[test]
+    fn uplinks_are_unmetered_unless_they_say() {
+        let c = ClientConfig::parse(CLIENT).unwrap();
+        assert_eq!(c.uplink[0].metering(), Metering::default());
+        let c = ClientConfig::parse(
+            &CLIENT
+                .replace("up_kbps = 2000", "up_kbps = 2000\ncoding_budget = 0.25")
+                .replace("interface = \"wlan0\"", "interface = \"wlan0\"\nbackup = true\ncoding_budget = inf"),
+        )
+        .unwrap();
+        assert_eq!(c.uplink[0].metering(), Metering { coding_budget: Some(0.25), backup: false });
+        assert_eq!(c.uplink[1].metering(), Metering { coding_budget: None, backup: true });
+        let s = ServerConfig::parse(&SERVER.replace(
+            "name = \"bus-18\"",
+            "uplink = [{ coding_budget = 0.5 }, { backup = true }]\n[[peer]]\nname = \"bus-18\"",
+        ))
+        .unwrap();
+        assert_eq!(s.peer[0].uplink[0].metering().coding_budget, Some(0.5));
+        assert!(s.peer[0].uplink[1].metering().backup);
+        let e = format!(
+            "{:#}",
+            ServerConfig::parse(
+                &SERVER.replace("name = \"bus-18\"", "name = \"bus-18\"\nuplink = [{ coding_budget = nan }]")
+            )
+            .unwrap_err()
+        );
+        assert!(e.contains("peer[1].uplink[0].coding_budget"), "{e}");
     }
 }

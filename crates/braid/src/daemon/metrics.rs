@@ -146,6 +146,25 @@ pub fn render(s: &DaemonStatus) -> String {
     metric("uplink_data_sent_total", "Data packets sent.", "counter", per_link(&|u| u.data_sent as f64));
     metric("uplink_coded_sent_total", "Coded packets sent.", "counter", per_link(&|u| u.coded_sent as f64));
     metric("uplink_bytes_sent_total", "Bytes sent.", "counter", per_link(&|u| u.bytes_sent as f64));
+    metric("uplink_data_bytes_total", "Bytes of data datagrams sent.", "counter", per_link(&|u| u.data_bytes as f64));
+    metric(
+        "uplink_coded_bytes_total",
+        "Bytes of coded datagrams sent.",
+        "counter",
+        per_link(&|u| u.coded_bytes as f64),
+    );
+    metric(
+        "uplink_coding_budget",
+        "Coded bytes allowed per data byte sent (NaN: no bound).",
+        "gauge",
+        per_link(&|u| u.coding_budget.unwrap_or(f64::NAN)),
+    );
+    metric(
+        "uplink_coded_withheld_total",
+        "Coded packets the coding budget held back.",
+        "counter",
+        per_link(&|u| u.coded_withheld as f64),
+    );
     metric("uplink_bytes_received_total", "Bytes received.", "counter", per_link(&|u| u.bytes_received as f64));
     metric("uplink_downs_total", "Times the uplink went down.", "counter", per_link(&|u| u.downs as f64));
     metric(

@@ -373,7 +373,13 @@ impl Server {
             self.sessions.remove(&old);
             self.routes.retain(|_, s| *s != old);
         }
-        let session = self.new_session(id, now);
+        let mut session = self.new_session(id, now);
+        // The server meters its own sends on the vehicle's uplinks, applied as it learns them.
+        if let Some(entry) = self.cfg.peer.get(peer) {
+            for (i, u) in entry.uplink.iter().enumerate() {
+                session.set_link_metering(braid_proto::LinkId(i as u8), u.metering());
+            }
+        }
         let channel = SecureChannel::new(&keys, now);
         self.sessions.insert(id, Vehicle { session, channel, peer, last_rx: now });
         tracing::info!(peer = %name, session = format_args!("{id:04x}"), %from, cipher = %suite, "new session");
@@ -532,6 +538,13 @@ impl Server {
             Ok(c) => {
                 for v in self.sessions.values_mut() {
                     c.session.apply(&mut v.session);
+                    // Uplink metering by the peer's name (the peer list itself needs a restart).
+                    let name = self.cfg.peer.get(v.peer).map(|p| p.name.as_str());
+                    if let Some(entry) = c.peer.iter().find(|p| Some(p.name.as_str()) == name) {
+                        for (i, u) in entry.uplink.iter().enumerate() {
+                            v.session.set_link_metering(braid_proto::LinkId(i as u8), u.metering());
+                        }
+                    }
                 }
                 tracing::info!(
                     recovery = %c.session.recovery(),
@@ -539,6 +552,11 @@ impl Server {
                     aqm = c.session.aqm,
                     "settings reloaded"
                 );
+                for p in &mut self.cfg.peer {
+                    if let Some(entry) = c.peer.iter().find(|e| e.name == p.name) {
+                        p.uplink = entry.uplink.clone();
+                    }
+                }
                 self.cfg.session = c.session;
                 self.cfg.max_sessions = c.max_sessions;
                 self.cfg.session_idle_s = c.session_idle_s;
