@@ -605,11 +605,12 @@ public_key = "3p7bfXt9wbTTW2HC7OQ1Nz+DQ8hbeGdNrfx+FG+IK08="
         .unwrap();
         assert_eq!(c.uplink[0].metering(), Metering { coding_budget: Some(0.25), backup: false });
         assert_eq!(c.uplink[1].metering(), Metering { coding_budget: None, backup: true });
-        let s = ServerConfig::parse(&SERVER.replace(
-            "name = \"bus-18\"",
-            "uplink = [{ coding_budget = 0.5 }, { backup = true }]\n[[peer]]\nname = \"bus-18\"",
-        ))
-        .unwrap();
+        let s =
+            ServerConfig::parse(&SERVER.replace(
+                "name = \"bus-17\"",
+                "name = \"bus-17\"\nuplink = [{ coding_budget = 0.5 }, { backup = true }]",
+            ))
+            .unwrap();
         assert_eq!(s.peer[0].uplink[0].metering().coding_budget, Some(0.5));
         assert!(s.peer[0].uplink[1].metering().backup);
         let e = format!(
