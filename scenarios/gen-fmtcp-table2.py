@@ -90,10 +90,8 @@ for i, (delay, loss) in enumerate(CASES, 1):
         "# One long TCP flow; buffers big enough for both paths' BDP so the window does not cap goodput.",
         *WORKLOAD,
         "buffer_kb = 4000",
-        "# Linux's loss recovery, slow-start exit and RTO, as the testbed's hosts (and FMTCP's) run them.",
-        "sack = true",
-        "hystart = true",
-        "linux_rto = true",
+        "# The hosts are the simulator's default, today's Linux (SACK with RACK, HyStart, Linux's RTO,",
+        "# byte counting), as the testbed's hosts (and FMTCP's) run them.",
         "",
     ]
     for name, rec, sched, why in SCHEMES:
@@ -142,9 +140,6 @@ def write_ideal(file_name, header, name, rate_kbps, delay_ms, queue_kb, sweep_ke
         "",
         *WORKLOAD,
         "buffer_kb = 4000",
-        "sack = true",
-        "hystart = true",
-        "linux_rto = true",
         "",
         "# braid on the one link, as braid's schemes run there (CoDel at its ingress) and without",
         "[[scheme]]",

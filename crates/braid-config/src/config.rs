@@ -7,7 +7,7 @@
 use crate::allowed_ips::{AllowedIps, RouteTable};
 use anyhow::{Context, bail};
 use braid_proto::crypto::{CipherSuite, PeerConfig, PublicKey, StaticSecret};
-use braid_proto::{RecoveryKind, SchedulerKind, Session, SessionConfig};
+use braid_proto::{Metering, RecoveryKind, SchedulerKind, Session, SessionConfig};
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -204,6 +204,9 @@ pub struct PeerEntry {
     /// The passenger networks behind the vehicle, IPv4 and IPv6 (its tunnel address among
     /// them): the server routes these to it and takes from it only packets from these.
     pub allowed_ips: AllowedIps,
+    /// How the server meters its sends on the vehicle's uplinks, by position.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub uplink: Vec<PeerUplink>,
 }
 
 /// A base64 public key, checked while parsing so the error carries the line. A key of small order
@@ -392,6 +395,42 @@ pub struct UplinkConfig {
     /// Scheduler weight.
     #[serde(default = "default_weight")]
     pub weight: u32,
+    /// Coded bytes the client sends on this uplink at most this fraction of the data bytes it
+    /// sends there (`braid_proto::link::CodingMeter`); absent: no bound. The server's side is
+    /// its `[[peer.uplink]]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coding_budget: Option<f64>,
+    /// Carries traffic only when no non-backup uplink is usable; otherwise only a keepalive probe
+    /// every 30 s.
+    #[serde(default)]
+    pub backup: bool,
+}
+
+impl UplinkConfig {
+    /// Its metering, checked while parsing.
+    pub fn metering(&self) -> Metering {
+        Metering::new(self.coding_budget, self.backup).unwrap_or_default()
+    }
+}
+
+/// How the server meters what it sends on one of a vehicle's uplinks: `[[peer.uplink]]`, one per
+/// `[[uplink]]` of the vehicle's file, in the same order (the server knows uplinks by position).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerUplink {
+    /// As the vehicle's `coding_budget`, for what the server sends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coding_budget: Option<f64>,
+    /// As the vehicle's `backup`.
+    #[serde(default)]
+    pub backup: bool,
+}
+
+impl PeerUplink {
+    /// Its metering, checked while parsing.
+    pub fn metering(&self) -> Metering {
+        Metering::new(self.coding_budget, self.backup).unwrap_or_default()
+    }
 }
 
 fn default_weight() -> u32 {
@@ -624,6 +663,9 @@ impl ClientConfig {
             if !(u.up_kbps.is_finite() && u.up_kbps >= 0.0 && u.down_kbps.is_finite() && u.down_kbps >= 0.0) {
                 bail!("uplink[{i}]: up_kbps and down_kbps must be non-negative numbers");
             }
+            if let Err(e) = Metering::new(u.coding_budget, u.backup) {
+                bail!("uplink[{i}].coding_budget: {e}");
+            }
         }
         c.mtu()?;
         c.session.check()?;
@@ -717,6 +759,14 @@ impl ServerConfig {
             }
             if c.peer[..i].iter().any(|o| o.public_key.0 == p.public_key.0) {
                 bail!("peer[{i}].public_key: the same key as another peer");
+            }
+            if p.uplink.len() > braid_proto::wire::FeedbackRepr::MAX_LINKS {
+                bail!("peer[{i}].uplink: at most {} uplinks", braid_proto::wire::FeedbackRepr::MAX_LINKS);
+            }
+            for (j, u) in p.uplink.iter().enumerate() {
+                if let Err(e) = Metering::new(u.coding_budget, u.backup) {
+                    bail!("peer[{i}].uplink[{j}].coding_budget: {e}");
+                }
             }
         }
         if let Some((net, a, b)) = RouteTable::duplicate(c.peer.iter().map(|p| &p.allowed_ips.0[..])) {
@@ -901,7 +951,13 @@ allowed_ips = ["10.77.0.3", "10.18.0.0/24"]
         let c = ClientConfig::new("192.0.2.1:7700".into(), "/k".into(), key, tun.clone());
         assert_eq!((c.rekey_s, c.rejoin_s, c.uplink.len(), c.session.hold_ms), (120, 5, 0, None));
         let allowed_ips = crate::allowed_ips::AllowedIps(vec!["10.77.0.2/32".to_string().try_into().unwrap()]);
-        let peer = PeerEntry { name: "van".into(), public_key: Key(key), preshared_key: None, allowed_ips };
+        let peer = PeerEntry {
+            name: "van".into(),
+            public_key: Key(key),
+            preshared_key: None,
+            allowed_ips,
+            uplink: Vec::new(),
+        };
         let s = ServerConfig::new("0.0.0.0:7700".parse().unwrap(), "/k".into(), tun, vec![peer]);
         assert_eq!((s.max_sessions, s.session_idle_s), (1024, 120));
         assert!(ServerConfig::parse(&s.to_toml().unwrap()).is_ok());
@@ -994,5 +1050,35 @@ allowed_ips = ["10.77.0.3", "10.18.0.0/24"]
         assert!(e.contains("max_sessions") && e.contains("2048"), "{e}");
         let e = format!("{:#}", with("server_id_bits = 9").unwrap_err());
         assert!(e.contains("server_id_bits"), "{e}");
+    }
+
+    #[test]
+    fn uplinks_are_unmetered_unless_they_say() {
+        let c = ClientConfig::parse(CLIENT).unwrap();
+        assert_eq!(c.uplink[0].metering(), Metering::default());
+        let c = ClientConfig::parse(
+            &CLIENT
+                .replace("up_kbps = 2000", "up_kbps = 2000\ncoding_budget = 0.25")
+                .replace("interface = \"wlan0\"", "interface = \"wlan0\"\nbackup = true\ncoding_budget = inf"),
+        )
+        .unwrap();
+        assert_eq!(c.uplink[0].metering(), Metering { coding_budget: Some(0.25), backup: false });
+        assert_eq!(c.uplink[1].metering(), Metering { coding_budget: None, backup: true });
+        let s =
+            ServerConfig::parse(&SERVER.replace(
+                "name = \"bus-17\"",
+                "name = \"bus-17\"\nuplink = [{ coding_budget = 0.5 }, { backup = true }]",
+            ))
+            .unwrap();
+        assert_eq!(s.peer[0].uplink[0].metering().coding_budget, Some(0.5));
+        assert!(s.peer[0].uplink[1].metering().backup);
+        let e = format!(
+            "{:#}",
+            ServerConfig::parse(
+                &SERVER.replace("name = \"bus-18\"", "name = \"bus-18\"\nuplink = [{ coding_budget = nan }]")
+            )
+            .unwrap_err()
+        );
+        assert!(e.contains("peer[1].uplink[0].coding_budget"), "{e}");
     }
 }

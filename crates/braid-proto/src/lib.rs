@@ -17,7 +17,7 @@ pub mod store;
 pub mod time;
 pub mod wire;
 
-pub use link::{LinkId, LinkState};
+pub use link::{LinkId, LinkState, Metering};
 pub use recovery::RecoveryKind;
 pub use scheduler::SchedulerKind;
 pub use session::{Event, LinkConfig, Packet, Role, Session, SessionConfig, Timer, Transmit, TransmitKind};

@@ -177,8 +177,13 @@ impl<'a> World<'a> {
                 )
             })
             .collect();
-        let client = Session::new(mk_cfg(Role::Client), &client_links, Instant::ZERO);
-        let server = Session::new(mk_cfg(Role::Server), &[], Instant::ZERO + SERVER_CLOCK_OFFSET);
+        let mut client = Session::new(mk_cfg(Role::Client), &client_links, Instant::ZERO);
+        let mut server = Session::new(mk_cfg(Role::Server), &[], Instant::ZERO + SERVER_CLOCK_OFFSET);
+        // Both ends meter what they send on a link; the server applies it once it learns the link.
+        for (i, l) in sc.links.iter().enumerate() {
+            client.set_link_metering(LinkId(i as u8), l.metering);
+            server.set_link_metering(LinkId(i as u8), l.metering);
+        }
         let links = sc
             .links
             .iter()

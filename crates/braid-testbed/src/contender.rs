@@ -12,7 +12,8 @@ use crate::topology::{RIDERS_NET, SERVER, Topology, VAN_LAN, WEB, uplink_addr, u
 use anyhow::{Context, bail};
 use braid_config::allowed_ips::{AllowedIps, Prefix};
 use braid_config::config::{
-    ClientConfig, Key, PeerEntry, Recovery, Scheduler, ServerConfig, SessionSettings, TunConfig, UplinkConfig,
+    ClientConfig, Key, PeerEntry, PeerUplink, Recovery, Scheduler, ServerConfig, SessionSettings, TunConfig,
+    UplinkConfig,
 };
 use braid_config::keys;
 use braid_sim::host::TcpCounters;
@@ -229,6 +230,8 @@ fn start_braid(topo: &Topology, scheme: &SchemeSpec, braid_bin: &Path, run: &mut
             up_kbps: l.up.rate.mean_kbps().max(1.0).round(),
             down_kbps: l.down.rate.mean_kbps().max(1.0).round(),
             weight: weights.get(i).copied().unwrap_or(1),
+            coding_budget: l.metering.coding_budget,
+            backup: l.metering.backup,
         })
         .collect();
     // The vehicle's tunnel address and the riders' network behind it (cryptokey routing).
@@ -239,6 +242,12 @@ fn start_braid(topo: &Topology, scheme: &SchemeSpec, braid_bin: &Path, run: &mut
         public_key: Key(keys::parse_public(&cpub)?),
         preshared_key: None,
         allowed_ips: AllowedIps(allowed.collect::<anyhow::Result<_>>()?),
+        // The scenario's metering holds for what the server sends too.
+        uplink: topo
+            .links
+            .iter()
+            .map(|l| PeerUplink { coding_budget: l.metering.coding_budget, backup: l.metering.backup })
+            .collect(),
     };
     let mut server =
         ServerConfig::new(SocketAddr::from(([0, 0, 0, 0], BRAID_PORT)), skey, tun("10.77.0.1/24")?, vec![van]);

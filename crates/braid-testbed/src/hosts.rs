@@ -10,7 +10,7 @@
 //! | `mss` | `advmss` on the same routes, when it is not the default |
 //! | `initial_rto_ms` | a BPF `sock_ops` program ([`braid_bpf`]) on a cgroup the end hosts run in |
 //! | `buffer_kb` | not applied: the kernel autotunes its buffers ([`unapplied`] says so) |
-//! | `sack`, `hystart`, `linux_rto`, `byte_counting`, `rack` | nothing to apply: the kernels run Linux's SACK recovery, CUBIC's HyStart, Linux's RTO rule, its per-segment window growth and RACK, all by default; the simulator's hosts model them when these are true (their defaults are false, smoltcp's own behaviour, so that earlier simulator figures stand) |
+//! | `sack`, `hystart`, `linux_rto`, `byte_counting`, `rack` | nothing to apply: the kernels run Linux's SACK recovery, CUBIC's HyStart, Linux's RTO rule, its per-segment window growth and RACK, all by default, and so do the simulator's hosts with these keys' defaults (true); a file that turns one off models an older host the kernels are not, and [`unapplied`] says so |
 //!
 //! Defaults need nothing special: with `initial_rto_ms = 1000` there is no cgroup and no BPF,
 //! and default windows, RTO bound and MSS are not set on the routes.
@@ -49,6 +49,21 @@ pub fn initial_window_segments(bytes: usize) -> u32 {
 /// The `[tcp]` keys the testbed cannot apply to real kernels, each with why (for a warning).
 pub fn unapplied(spec: &TcpSpec) -> Vec<String> {
     let mut v = Vec::new();
+    let linux = [
+        ("sack", spec.sack, "SACK loss recovery"),
+        ("hystart", spec.hystart, "CUBIC's HyStart"),
+        ("linux_rto", spec.linux_rto, "Linux's RTO rule"),
+        ("byte_counting", spec.byte_counting, "window growth by every segment acknowledged"),
+        ("rack", spec.rack, "RACK"),
+    ];
+    for (key, on, what) in linux {
+        if !on {
+            v.push(format!(
+                "[tcp] {key} = false is not applied on the testbed: the end hosts' kernels run {what} whatever the file says; \
+                 only the simulator's hosts model its absence"
+            ));
+        }
+    }
     if spec.buffer_bytes != DEFAULT_BUFFER_KB as usize * 1000 {
         v.push(format!(
             "[tcp] buffer_kb = {} is not applied on the testbed: the end hosts' kernels size their socket buffers themselves \
@@ -401,10 +416,13 @@ mod tests {
     }
 
     #[test]
-    fn only_buffer_kb_is_unapplied() {
-        assert!(unapplied(&TcpSpec::default()).is_empty());
+    fn buffer_kb_and_older_hosts_are_unapplied() {
+        assert!(unapplied(&TcpSpec::default()).is_empty(), "the default hosts are the kernels'");
         let w = unapplied(&TcpSpec { buffer_bytes: 128_000, ..TcpSpec::default() });
         assert_eq!(w.len(), 1);
         assert!(w[0].contains("buffer_kb = 128"), "{w:?}");
+        let w = unapplied(&TcpSpec { sack: false, rack: false, ..TcpSpec::default() });
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains("sack = false") && w[1].contains("rack = false"), "{w:?}");
     }
 }

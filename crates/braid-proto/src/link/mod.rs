@@ -5,10 +5,12 @@
 //! estimate and the arrival-time prediction ([`TxLink`]).
 
 pub mod lifecycle;
+mod meter;
 mod rx;
 mod tx;
 
 pub use lifecycle::{Lifecycle, LifecycleConfig, Phase};
+pub use meter::{BACKUP_KEEPALIVE, CODING_CREDIT_CAP, CodingMeter, Metering, MeteringError};
 pub use rx::{RxEstimator, RxSample};
 pub use tx::{LinkState, PROBES_BEFORE_DOWN, PROBES_TO_ACTIVATE, TxLink};
 

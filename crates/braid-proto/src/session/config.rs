@@ -1,7 +1,7 @@
 //! Session configuration.
 
 use crate::aqm::AqmConfig;
-use crate::link::LinkId;
+use crate::link::{LinkId, Metering};
 use crate::recovery::RecoveryKind;
 use crate::scheduler::SchedulerKind;
 use std::net::SocketAddr;
@@ -118,11 +118,14 @@ pub struct LinkConfig {
     pub rx_bps: f64,
     /// Operator weight.
     pub weight: u32,
+    /// What coding may spend on it and whether it is a backup ([`Metering`]); applies
+    /// to what this end sends.
+    pub metering: Metering,
 }
 
 impl LinkConfig {
     /// A link with capacity bootstraps in bit/s.
     pub fn new(id: LinkId, remote: Option<SocketAddr>, tx_bps: f64, rx_bps: f64) -> Self {
-        LinkConfig { id, remote, tx_bps, rx_bps, weight: 1 }
+        LinkConfig { id, remote, tx_bps, rx_bps, weight: 1, metering: Metering::default() }
     }
 }

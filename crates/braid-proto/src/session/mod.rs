@@ -15,7 +15,9 @@ pub use config::{HoldConfig, LinkConfig, Role, SessionConfig};
 pub use stats::{DatagramError, LinkCounters, LinkStatus, SessionStats, TunError};
 
 use crate::aqm::Codel;
-use crate::link::{LinkId, LinkState, PROBES_BEFORE_DOWN, RxEstimator, TxLink};
+use crate::link::{
+    BACKUP_KEEPALIVE, CodingMeter, LinkId, LinkState, Metering, PROBES_BEFORE_DOWN, RxEstimator, TxLink,
+};
 use crate::recovery::{self, Decoder, DecoderStats, Encoder, NackTracker, RecoveryKind, RecoverySender};
 use crate::reorder::ReorderBuffer;
 use crate::scheduler::{self, Scheduler, SchedulerKind};
@@ -168,6 +170,10 @@ pub(crate) struct LinkSlot {
     pub(crate) highest_data: Option<u64>,
     /// Probing, active, degraded, down, and the time spent in each (link/lifecycle.rs).
     pub(crate) life: crate::link::Lifecycle,
+    /// What coding has spent on this link against its budget.
+    pub(crate) meter: CodingMeter,
+    /// A backup link: used only when no non-backup link is ([`Session::usable_slots`]).
+    pub(crate) backup: bool,
 }
 
 /// How long a probe may take before it counts as unanswered: three smoothed round trips, at least
@@ -231,6 +237,8 @@ pub struct Session {
     loss_news_since: Option<Instant>,
     rx_since_report: bool,
     last_report: Instant,
+    /// Metering set for links by id, kept for links not yet known ([`Session::set_link_metering`]).
+    metering: Vec<(LinkId, Metering)>,
     // Driver-facing.
     events: VecDeque<Event>,
     stats: SessionStats,
@@ -282,6 +290,7 @@ impl Session {
             loss_news_since: None,
             rx_since_report: false,
             last_report: now,
+            metering: Vec::new(),
             events: VecDeque::new(),
             stats: SessionStats::default(),
             closed: false,
@@ -303,6 +312,8 @@ impl Session {
         if let Some(slot) = self.slot_mut(l.id) {
             slot.tx.remote = l.remote;
             slot.tx.weight = l.weight;
+            slot.meter.set_budget(l.metering.coding_budget);
+            slot.backup = l.metering.backup;
             return;
         }
         let state = match self.cfg.role {
@@ -324,6 +335,8 @@ impl Session {
                 if state == LinkState::Active { crate::link::Phase::Active } else { crate::link::Phase::Probing },
                 now,
             ),
+            meter: CodingMeter::new(l.metering.coding_budget),
+            backup: l.metering.backup,
         });
         self.links.sort_by_key(|s| s.tx.id);
     }
@@ -373,6 +386,23 @@ impl Session {
         match self.slot_mut(id) {
             Some(s) => {
                 s.tx.weight = weight;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Sets how an uplink is metered (coding budget, backup) for what this end sends, without
+    /// disturbing traffic: the bytes counted so far stay. A link this end does not know yet (the
+    /// server learns links from traffic) gets it when it appears; the return says whether it was
+    /// known.
+    pub fn set_link_metering(&mut self, id: LinkId, metering: Metering) -> bool {
+        self.metering.retain(|(l, _)| *l != id);
+        self.metering.push((id, metering));
+        match self.slot_mut(id) {
+            Some(s) => {
+                s.meter.set_budget(metering.coding_budget);
+                s.backup = metering.backup;
                 true
             }
             None => false,
@@ -483,6 +513,10 @@ impl Session {
                 counters: s.counters,
                 phase: s.life.phase(),
                 time_in: s.life.time_in(now),
+                metering: Metering { coding_budget: s.meter.budget(), backup: s.backup },
+                data_bytes: s.meter.data_bytes(),
+                coded_bytes: s.meter.coded_bytes(),
+                coded_withheld: s.meter.withheld(),
             })
             .collect()
     }
@@ -543,7 +577,7 @@ impl Session {
                     }
                     let idle_since =
                         s.tx.last_send().unwrap_or(s.tx.since).max(s.tx.last_probe.unwrap_or(Instant::ZERO));
-                    out.push((Timer::Keepalive(id), idle_since + self.cfg.keepalive));
+                    out.push((Timer::Keepalive(id), idle_since + self.keepalive(s)));
                 }
                 LinkState::Probing => {
                     out.push((Timer::Probe(id), s.tx.last_probe.map_or(Instant::ZERO, |p| p + self.cfg.probe_interval)))
@@ -560,12 +594,15 @@ impl Session {
         let wanted = self.probing_wanted();
         let opportunistic = self.recovery.wants_opportunity();
         let material = self.probe_material();
+        // A link whose coding budget is spent gets no opportunity until data refills it; with
+        // one, the drained queue would call for a coded packet that never goes.
+        let max = self.min_transmit_buffer();
         for s in self.usable_slots() {
             if let Some(t) = s.tx.probe_timeout(wanted) {
                 out.push((Timer::CapacityProbe(s.tx.id), t));
             }
             // A probing link is filled with coded packets whatever the scheme.
-            if opportunistic || (material && s.tx.is_probing()) {
+            if (opportunistic || (material && s.tx.is_probing())) && s.meter.allows(max) {
                 out.push((Timer::Opportunity(s.tx.id), s.tx.queue_drained_at()));
             }
         }
@@ -641,6 +678,8 @@ impl Session {
     /// go): an active link whose sends go unconfirmed for a few round trips is down.
     fn check_links(&mut self, now: Instant) {
         let down_timeout = self.down_timeout();
+        let (base, backup) = (self.cfg.keepalive, self.cfg.keepalive.max(BACKUP_KEEPALIVE));
+        let keepalive = |s: &LinkSlot| if s.backup { backup } else { base };
         let mut went_down = Vec::new();
         for s in &mut self.links {
             match s.tx.state {
@@ -659,7 +698,7 @@ impl Session {
                     }
                     let idle_since =
                         s.tx.last_send().unwrap_or(s.tx.since).max(s.tx.last_probe.unwrap_or(Instant::ZERO));
-                    if now >= idle_since + self.cfg.keepalive {
+                    if now >= idle_since + keepalive(s) {
                         s.probe_due = true;
                     }
                     if let Some(next) = s.life.judge(s.tx.loss().max(s.rx.loss()), now, &self.cfg.lifecycle) {
@@ -715,6 +754,11 @@ impl Session {
         }
     }
 
+    /// How link `id` is metered when it appears ([`Session::set_link_metering`]).
+    pub(crate) fn metering_of(&self, id: LinkId) -> Metering {
+        self.metering.iter().find(|(l, _)| *l == id).map_or_else(Metering::default, |(_, m)| *m)
+    }
+
     pub(crate) fn slot_mut(&mut self, id: LinkId) -> Option<&mut LinkSlot> {
         self.links.iter_mut().find(|s| s.tx.id == id)
     }
@@ -725,6 +769,9 @@ impl Session {
     /// Among active links, degraded ones (link/lifecycle.rs) carry nothing new while a healthy one
     /// exists: a better link is taken up before a worse one is let go. While no link is admitted,
     /// passengers' packets wait (up to [`crate::link::LifecycleConfig::wait_for_link`]) for one.
+    ///
+    /// Backup links only when none of them is a non-backup link: a backup carries nothing else
+    /// (data, repair, feedback) while another link can.
     pub(crate) fn usable_slots(&self) -> impl Iterator<Item = &LinkSlot> {
         let has = |st: LinkState| self.links.iter().any(|s| s.tx.state == st && s.tx.remote.is_some());
         let healthy = self.links.iter().any(|s| {
@@ -737,11 +784,17 @@ impl Session {
         } else {
             None
         };
+        let candidate = move |s: &LinkSlot| s.tx.remote.is_some() && want.is_none_or(|w| s.tx.state == w);
+        let primary = self.links.iter().any(|s| candidate(s) && !s.backup);
         self.links.iter().filter(move |s| {
-            s.tx.remote.is_some()
-                && want.is_none_or(|w| s.tx.state == w)
-                && !(healthy && s.life.phase() == crate::link::Phase::Degraded)
+            candidate(s) && !(primary && s.backup) && !(healthy && s.life.phase() == crate::link::Phase::Degraded)
         })
+    }
+
+    /// How long an active link may sit idle before a keepalive probe: longer for a backup, which
+    /// is probed only so that its state is known ([`BACKUP_KEEPALIVE`]).
+    fn keepalive(&self, s: &LinkSlot) -> Duration {
+        if s.backup { self.cfg.keepalive.max(BACKUP_KEEPALIVE) } else { self.cfg.keepalive }
     }
 
     /// Whether passengers' packets should wait for a link to be admitted at `now`: this is the

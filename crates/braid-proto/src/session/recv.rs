@@ -1,7 +1,7 @@
 //! The receive path: datagrams from the uplinks.
 
 use super::{DatagramError, Event, LinkCounters, LinkSlot, Role, Session};
-use crate::link::{LinkId, LinkState, OUTER_OVERHEAD, RxEstimator, TxLink};
+use crate::link::{CodingMeter, LinkId, LinkState, OUTER_OVERHEAD, RxEstimator, TxLink};
 use crate::recovery::Known;
 use crate::seq;
 use crate::time::Instant;
@@ -51,6 +51,7 @@ impl Session {
         if self.slot_mut(h.link).is_none() {
             match self.cfg.role {
                 Role::Server if self.links.len() < FeedbackRepr::MAX_LINKS => {
+                    let metering = self.metering_of(h.link);
                     self.links.push(LinkSlot {
                         tx: TxLink::new(h.link, Some(from), 0.0, LinkState::Active, now),
                         rx: RxEstimator::new(0.0),
@@ -61,6 +62,8 @@ impl Session {
                         last_coded: None,
                         highest_data: None,
                         life: crate::link::Lifecycle::new(crate::link::Phase::Active, now),
+                        meter: CodingMeter::new(metering.coding_budget),
+                        backup: metering.backup,
                     });
                     self.links.sort_by_key(|s| s.tx.id);
                     self.events.push_back(Event::LinkAddress(h.link, from));

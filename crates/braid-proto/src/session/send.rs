@@ -122,9 +122,12 @@ impl Session {
             }
         }
         let opportunistic = self.recovery.wants_opportunity();
+        // Only links whose coding budget covers the largest coded packet, so that the scheme is
+        // not asked for one that then cannot go.
+        let max = self.min_transmit_buffer();
         let empty: Vec<(LinkId, f64, bool)> = self
             .usable_slots()
-            .filter(|s| (opportunistic || s.tx.is_probing()) && s.tx.queue_is_empty(now))
+            .filter(|s| (opportunistic || s.tx.is_probing()) && s.tx.queue_is_empty(now) && s.meter.allows(max))
             .map(|s| (s.tx.id, s.tx.loss(), s.tx.is_probing()))
             .collect();
         for (id, loss, probing) in empty {
@@ -188,6 +191,17 @@ impl Session {
         let session = self.cfg.session_id;
         let slot = self.slot_mut(link)?;
         let size = HEADER_LEN + body_len;
+        // The coding budget's gate: every coded datagram passes here, whichever scheme or probe
+        // built it ([`crate::link::CodingMeter`]).
+        match ptype {
+            PacketType::Coded if !slot.meter.allows(size) => {
+                slot.meter.on_withheld();
+                return None;
+            }
+            PacketType::Coded => slot.meter.on_coded(size),
+            PacketType::Data => slot.meter.on_data(size),
+            _ => {}
+        }
         let link_seq = if ptype == PacketType::Coded {
             slot.tx.on_send_spare(now, size + OUTER_OVERHEAD)
         } else {
@@ -357,6 +371,25 @@ impl Session {
         Some(Eat.pick(now, size, &views))
     }
 
+    /// [`Session::fastest_link`] among the links whose coding budget allows a coded packet of
+    /// `size` bytes; `None` (and the packet counted as withheld) when none does.
+    fn fastest_coding_link(&mut self, now: Instant, size: usize) -> Option<LinkId> {
+        let views: Vec<LinkView> = self
+            .link_views(now, size)
+            .into_iter()
+            .filter(|v| self.links.iter().any(|s| s.tx.id == v.id && s.meter.allows(size)))
+            .collect();
+        if views.is_empty() {
+            if let Some(id) = self.fastest_link(now, size)
+                && let Some(s) = self.slot_mut(id)
+            {
+                s.meter.on_withheld();
+            }
+            return None;
+        }
+        Some(Eat.pick(now, size, &views))
+    }
+
     /// Sends data packet `seq` from the sent store on `link`, or on the fastest link (resends).
     fn send_data(
         &mut self,
@@ -460,7 +493,7 @@ impl Session {
         let size = HEADER_LEN + body.len();
         let link = match link {
             Some(l) => l,
-            None => self.fastest_link(now, size)?,
+            None => self.fastest_coding_link(now, size)?,
         };
         let (n, destination) = self.start_datagram(now, buf, link, PacketType::Coded, 0, body.len())?;
         let m = body.emit(&mut buf[n..]).ok()?;

@@ -114,6 +114,15 @@ pub struct LinkStatus {
     pub phase: crate::link::Phase,
     /// Time spent in each phase so far, and how often each was entered.
     pub time_in: [(crate::link::Phase, Duration, u32); 4],
+    /// Its coding budget and backup mode.
+    pub metering: crate::link::Metering,
+    /// Bytes of data datagrams sent on it (braid header and payload, first sends and resends):
+    /// what the coding budget is a fraction of.
+    pub data_bytes: u64,
+    /// Bytes of coded datagrams sent on it (braid header and payload).
+    pub coded_bytes: u64,
+    /// Coded datagrams its budget held back.
+    pub coded_withheld: u64,
 }
 
 /// Per-link counters.

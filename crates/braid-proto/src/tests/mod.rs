@@ -2,5 +2,6 @@
 
 mod discovery;
 mod lifecycle;
+mod metering;
 mod pair;
 mod session;

@@ -10,9 +10,10 @@
 //!
 //! smoltcp is patched (`vendor/smoltcp`, see `vendor/README.md`) to Linux's initial congestion
 //! window (10 segments, RFC 6928) and minimum RTO (200 ms), so that flow completion times match
-//! the real testbed's kernels. Where smoltcp 0.14 still differs from Linux the hosts behave as
-//! smoltcp does, for every scheme alike: no SACK, and no TCP timestamps (smoltcp's timestamp
-//! source is a plain `fn` that cannot see virtual time).
+//! the real testbed's kernels, and given Linux's SACK recovery, RACK, HyStart, RTO rule and byte
+//! counting ([`HostConfig`]'s options, all on by default: the hosts are today's Linux). Where
+//! smoltcp 0.14 still differs from Linux the hosts behave as smoltcp does, for every scheme alike:
+//! no TCP timestamps (smoltcp's timestamp source is a plain `fn` that cannot see virtual time).
 //! One Linux behaviour is kept on purpose: the ACK that completes the handshake is not delayed.
 //!
 //! A flow is one TCP connection from the rider to a port the web host listens on. The sender
@@ -166,9 +167,10 @@ pub struct HostConfig {
 }
 
 impl HostConfig {
-    /// A host at `address/prefix_len` with realistic defaults: MTU 1500, CUBIC with Linux's RTO
-    /// bounds (1 s initial, 200 ms minimum) and initial window (14600 bytes), no MSS clamp,
-    /// 256 KiB socket buffers, seed 0, 60 s idle timeout, 60 s linger.
+    /// A host at `address/prefix_len` as today's Linux: MTU 1500, CUBIC with HyStart, SACK
+    /// recovery with RACK, byte counting, Linux's RTO rule and bounds (1 s initial, 200 ms
+    /// minimum) and initial window (14600 bytes); no MSS clamp, 256 KiB socket buffers, seed 0,
+    /// 60 s idle timeout, 60 s linger. Turn the five options off for smoltcp's own (older) TCP.
     pub fn new(address: Ipv4Addr, prefix_len: u8) -> Self {
         HostConfig {
             address,
@@ -178,11 +180,11 @@ impl HostConfig {
             initial_rto: Duration::from_secs(1),
             min_rto: Duration::from_millis(200),
             initial_window: 14_600,
-            sack: false,
-            hystart: false,
-            linux_rto: false,
-            byte_counting: false,
-            rack: false,
+            sack: true,
+            hystart: true,
+            linux_rto: true,
+            byte_counting: true,
+            rack: true,
             mss_clamp: None,
             socket_buffer: 256 * 1024,
             seed: 0,

@@ -5,6 +5,7 @@
 //! can be produced again from a saved simulation. None of them panics on empty data: zero flows,
 //! zero completed flows, a single run and NaN figures all produce a (sparser) report.
 
+mod cost;
 mod csv;
 mod json;
 mod paired;

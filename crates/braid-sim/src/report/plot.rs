@@ -58,6 +58,8 @@ pub enum PlotError {
 ///   completed. When sweeping, one `fct_cdf_<value>` per sweep value. Not written if no flow started.
 /// - `fct_vs_<label>` (sweeping only): mean FCT with 95 % CI error bars per scheme against the swept
 ///   value; likewise `goodput_vs_<label>` when the workload measured goodput.
+/// - `fct_vs_bytes_<label>` (when sweeping with flows): mean FCT against bytes sent per passenger
+///   byte, one point per sweep value, one line per scheme: what each millisecond saved costs.
 /// - `throughput`: down throughput of each link over time in the first run, one panel per scheme
 ///   (`throughput_<value>` per sweep value when sweeping). Not written if no run has a link.
 ///
@@ -98,6 +100,12 @@ pub fn write_plots(report: &SimReport, dir: &Path) -> Result<Vec<PathBuf>, PlotE
                 written.extend(save(dir, &file, &svg, &raster)?);
             }
         }
+        if !super::cost::series(report).is_empty() {
+            let file = format!("fct_vs_bytes_{}", file_part(&label));
+            let title = format!("{}: mean FCT vs bytes sent, by {label}", report.scenario);
+            let svg = render(&file, (900, 560), |root| super::cost::fct_vs_bytes(root, report, &title, &label))?;
+            written.extend(save(dir, &file, &svg, &raster)?);
+        }
     }
 
     if report.runs.iter().any(|r| !r.links.is_empty()) {
@@ -116,8 +124,8 @@ pub fn write_plots(report: &SimReport, dir: &Path) -> Result<Vec<PathBuf>, PlotE
 /// A figure with its mean and CI half-width, per aggregate.
 type Metric = fn(&SchemeResult) -> (Option<f64>, Option<f64>);
 
-type DrawResult = Result<(), DrawingAreaErrorKind<io::Error>>;
-type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+pub(super) type DrawResult = Result<(), DrawingAreaErrorKind<io::Error>>;
+pub(super) type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 
 /// Line colours: the Tableau 10 palette, distinct for the usual handful of schemes and links.
 const COLOURS: [RGBColor; 10] = [
@@ -133,7 +141,7 @@ const COLOURS: [RGBColor; 10] = [
     RGBColor(23, 190, 207),
 ];
 
-fn colour(i: usize) -> RGBColor {
+pub(super) fn colour(i: usize) -> RGBColor {
     COLOURS[i % COLOURS.len()]
 }
 
@@ -146,7 +154,7 @@ const LEGEND_WIDTH: i32 = 110;
 /// PNG pixels per SVG pixel.
 const PNG_SCALE: f32 = 1.5;
 
-const FONT: &str = "sans-serif";
+pub(super) const FONT: &str = "sans-serif";
 
 fn fct_cdf(root: &Area<'_>, report: &SimReport, point: Option<f64>, title: &str) -> DrawResult {
     // Per scheme: completed FCTs (sorted, positive and finite, as the axis is logarithmic) and flows started.
@@ -402,7 +410,7 @@ fn throughput(root: &Area<'_>, report: &SimReport, schemes: &[&str], point: Opti
 }
 
 /// A tick label: a few significant digits, no trailing zeros (`0.05`, `1500`, `0.3`).
-fn short(v: f64) -> String {
+pub(super) fn short(v: f64) -> String {
     if v == 0.0 || !v.is_finite() {
         return if v == 0.0 { "0".to_string() } else { format!("{v}") };
     }
@@ -537,7 +545,8 @@ mod tests {
                 "{name}: {names:?}"
             );
         }
-        assert_eq!(names.len(), 10, "{names:?}");
+        assert!(names.contains(&"fct_vs_bytes_loss.svg".to_string()), "{names:?}");
+        assert_eq!(names.len(), 12, "{names:?}");
         check_files(&files);
         let vs = std::fs::read_to_string(dir.join("fct_vs_loss.svg")).unwrap();
         assert!(vs.contains("mean FCT (s)") && vs.contains("95 % CI"));
@@ -584,7 +593,7 @@ mod tests {
         fixture::rebuild(&mut report);
         report.results[0].fct_mean_s = Some(f64::NAN);
         let files = write_plots(&report, &dir).unwrap();
-        assert_eq!(names(&files).len(), 6, "{:?}", names(&files));
+        assert_eq!(names(&files).len(), 8, "{:?}", names(&files));
         check_files(&files);
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -189,7 +189,13 @@ fn link(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawLink, vehicle: Option<Vehicle>) ->
         dir.outages.extend_from_slice(&shared);
         dir.outages.sort_by_key(|o| o.at);
     }
-    Ok(LinkSpec { name, down, up, drive_by })
+    let metering = braid_proto::Metering::new(raw.coding_budget, raw.backup.unwrap_or(false)).map_err(|_| {
+        ctx.invalid(
+            &loc.key("coding_budget"),
+            format!("must be a number >= 0 (or inf for no bound), found {}", raw.coding_budget.unwrap_or(f64::NAN)),
+        )
+    })?;
+    Ok(LinkSpec { name, down, up, drive_by, metering })
 }
 
 fn vehicle(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawVehicle) -> Result<Vehicle> {

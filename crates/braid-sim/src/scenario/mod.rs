@@ -135,6 +135,10 @@ pub struct LinkSpec {
     /// A drive-by WiFi link (`drive_by = {...}`): rate, loss and outages follow the vehicle's
     /// position past access points, realised per run by [`LinkSpec::for_run`].
     pub drive_by: Option<std::sync::Arc<DriveBy>>,
+    /// `coding_budget` (coded bytes at most this fraction of the data bytes on the link, each
+    /// direction; absent or `inf`: no bound) and `backup` (carries traffic only when no other
+    /// link can), applied by both ends of the tunnel to what they send.
+    pub metering: braid_proto::Metering,
 }
 
 /// One run's view of a link: its two directions, and the drive-by pass they were made from.
@@ -287,16 +291,18 @@ pub const DEFAULT_INITIAL_RTO_MS: u64 = 1000;
 pub const DEFAULT_MIN_RTO_MS: u64 = 200;
 /// See [`DEFAULT_INITIAL_RTO_MS`].
 pub const DEFAULT_INITIAL_WINDOW_BYTES: usize = 14_600;
-/// Default of `[tcp] sack`.
-pub const DEFAULT_SACK: bool = false;
-/// Default of `[tcp] hystart`.
-pub const DEFAULT_HYSTART: bool = false;
-/// Default of `[tcp] linux_rto`.
-pub const DEFAULT_LINUX_RTO: bool = false;
-/// Default of `[tcp] byte_counting`.
-pub const DEFAULT_BYTE_COUNTING: bool = false;
-/// Default of `[tcp] rack`.
-pub const DEFAULT_RACK: bool = false;
+/// Default of `[tcp] sack`: on, as every Linux since 2.2 (`net.ipv4.tcp_sack`). The defaults
+/// of the five host options are today's Linux; a file that models older hosts (PluriBus's
+/// 2010 bus) turns them off in its own `[tcp]`.
+pub const DEFAULT_SACK: bool = true;
+/// Default of `[tcp] hystart`: on, as Linux's CUBIC (`tcp_cubic hystart=1`).
+pub const DEFAULT_HYSTART: bool = true;
+/// Default of `[tcp] linux_rto`: on, Linux's RTO rule.
+pub const DEFAULT_LINUX_RTO: bool = true;
+/// Default of `[tcp] byte_counting`: on, as Linux counts every segment an ACK covers.
+pub const DEFAULT_BYTE_COUNTING: bool = true;
+/// Default of `[tcp] rack`: on, as Linux (`net.ipv4.tcp_recovery = 1`).
+pub const DEFAULT_RACK: bool = true;
 
 impl Default for TcpSpec {
     fn default() -> Self {

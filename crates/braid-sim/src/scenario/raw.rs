@@ -51,6 +51,8 @@ pub(crate) struct RawLink {
     pub up: Option<RawDir>,
     pub outages: Option<Vec<RawOutage>>,
     pub drive_by: Option<RawDriveBy>,
+    pub coding_budget: Option<f64>,
+    pub backup: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -38,8 +38,10 @@ pub(crate) fn expand(text: &str, doc: &Doc<'_>, base_dir: &Path, raw: RawSweep) 
     if values.is_empty() {
         return Err(invalid(&loc.key("values"), "missing or empty: give at least one value".into()));
     }
-    if let Some(i) = values.iter().position(|v| !v.is_finite()) {
-        return Err(invalid(&loc.key("values").elem(i, None), format!("must be finite, found {}", values[i])));
+    // `inf` is allowed where the swept key takes it (`coding_budget`: no bound); every point
+    // is checked as a written file would be.
+    if let Some(i) = values.iter().position(|v| v.is_nan() || *v == f64::NEG_INFINITY) {
+        return Err(invalid(&loc.key("values").elem(i, None), format!("must be a number or inf, found {}", values[i])));
     }
     let label = raw.label.unwrap_or_else(|| keys[0].clone());
 

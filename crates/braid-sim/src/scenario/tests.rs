@@ -668,7 +668,25 @@ fn bad_sweep_value_is_reported_with_the_value_and_key() {
     assert_rejects(&sweep_with("[]", "[1]"), "sweep.keys", "keys = []", "at least one key");
     assert_rejects(&sweep_with("[\"runs\"]", "[]"), "sweep.values", "values = []", "at least one value");
     assert_rejects(&sweep_with("[\"runs\"]", "[\"x\"]"), "sweep.values[0]", "values =", "invalid type");
-    assert_rejects(&sweep_with("[\"runs\"]", "[inf]"), "sweep.values[0]", "values =", "finite");
+    assert_rejects(&sweep_with("[\"runs\"]", "[-inf]"), "sweep.values[0]", "values =", "number or inf");
+    assert_rejects(&sweep_with("[\"runs\"]", "[nan]"), "sweep.values[0]", "values =", "number or inf");
+    // inf passes the sweep's own check, and is then checked as a written value.
+    assert_eq!(parse(&sweep_with("[\"runs\"]", "[inf]")).unwrap_err().key(), Some("runs"));
+}
+
+#[test]
+fn links_take_a_coding_budget_and_a_backup_mode() {
+    let s = parse(MINIMAL).unwrap();
+    assert_eq!(s.links[0].metering, braid_proto::Metering::default(), "unmetered unless the file says");
+    let s = parse(&with("up = { rate_kbps = 100 }", "up = { rate_kbps = 100 }\ncoding_budget = 0.25\nbackup = true"))
+        .unwrap();
+    assert_eq!(s.links[0].metering, braid_proto::Metering { coding_budget: Some(0.25), backup: true });
+    let s = parse(&with("up = { rate_kbps = 100 }", "up = { rate_kbps = 100 }\ncoding_budget = inf")).unwrap();
+    assert_eq!(s.links[0].metering.coding_budget, None, "inf is no bound");
+    let text = with("up = { rate_kbps = 100 }", "up = { rate_kbps = 100 }\ncoding_budget = -0.5");
+    assert_rejects(&text, "link.a.coding_budget", "coding_budget = -0.5", "must be a number >= 0");
+    let text = with("up = { rate_kbps = 100 }", "up = { rate_kbps = 100 }\nbackup = 1");
+    assert_rejects(&text, "link.a.backup", "backup = 1", "invalid type");
 }
 
 #[test]

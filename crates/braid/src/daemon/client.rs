@@ -127,6 +127,7 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
 fn link_config(i: usize, u: &UplinkConfig, server: Option<SocketAddr>) -> LinkConfig {
     let mut l = LinkConfig::new(LinkId(i as u8), server, u.up_kbps * 1e3, u.down_kbps * 1e3);
     l.weight = u.weight;
+    l.metering = u.metering();
     l
 }
 
@@ -684,7 +685,7 @@ impl Client {
         }
     }
 
-    /// SIGHUP: re-reads the file and applies the session settings and weights; the rest (TUN,
+    /// SIGHUP: re-reads the file and applies the session settings, weights and metering; the rest (TUN,
     /// uplinks, server) needs a restart.
     fn reload(&mut self) {
         let cfg = match ClientConfig::load(&self.path) {
@@ -701,9 +702,12 @@ impl Client {
             if let Some(id) = self.find_link(&u.name) {
                 if let Some(k) = self.keyed.as_mut() {
                     k.session.set_link_weight(id, u.weight);
+                    k.session.set_link_metering(id, u.metering());
                 }
                 if let Some(c) = self.cfg.uplink.get_mut(usize::from(id.0)) {
                     c.weight = u.weight;
+                    c.coding_budget = u.coding_budget;
+                    c.backup = u.backup;
                 }
             }
         }

@@ -294,6 +294,27 @@ pub fn render(s: &DaemonStatus) -> String {
     );
     e.counter("uplink_downs_total", "Times the uplink went down.", per_link(&|u| Some(u.downs as f64)));
     e.counter(
+        "uplink_data_sent_bytes_total",
+        "Bytes of data datagrams sent (braid header and payload): what the coding budget is a fraction of.",
+        per_link(&|u| Some(u.data_bytes as f64)),
+    );
+    e.counter(
+        "uplink_coded_sent_bytes_total",
+        "Bytes of coded datagrams sent (braid header and payload).",
+        per_link(&|u| Some(u.coded_bytes as f64)),
+    );
+    // No bound: left out rather than exported as NaN or infinity.
+    e.gauge(
+        "uplink_coding_budget_ratio",
+        "Coded bytes allowed per data byte sent on the uplink.",
+        per_link(&|u| u.coding_budget),
+    );
+    e.counter(
+        "uplink_coded_withheld_total",
+        "Coded packets the uplink's coding budget held back.",
+        per_link(&|u| Some(u.coded_withheld as f64)),
+    );
+    e.counter(
         "uplink_queue_corrections_total",
         "Times the peer's echoes showed a deeper queue than the model and corrected it.",
         per_link(&|u| Some(u.queue_corrections as f64)),

@@ -473,7 +473,13 @@ impl Server {
         if let Some(old) = self.by_peer.insert(peer, id) {
             self.sessions.remove(&old);
         }
-        let session = self.new_session(id, &name, now);
+        let mut session = self.new_session(id, &name, now);
+        // The server meters its own sends on the vehicle's uplinks, applied as it learns them.
+        if let Some(entry) = self.cfg.peer.get(peer) {
+            for (i, u) in entry.uplink.iter().enumerate() {
+                session.set_link_metering(braid_proto::LinkId(i as u8), u.metering());
+            }
+        }
         let channel = SecureChannel::new(&keys, now);
         self.sessions.insert(id, Vehicle { session, channel, peer, last_rx: now, source_not_allowed: 0 });
         tracing::info!(peer = %name, session = format_args!("{id:04x}"), %from, cipher = %suite, "new session");
@@ -691,6 +697,13 @@ impl Server {
                 let peers = self.responder.peers();
                 for v in self.sessions.values_mut() {
                     c.session.apply(&mut v.session);
+                    // Uplink metering by the peer's name (the peer list itself needs a restart).
+                    let name = peers[v.peer].name.as_str();
+                    if let Some(entry) = c.peer.iter().find(|p| p.name == name) {
+                        for (i, u) in entry.uplink.iter().enumerate() {
+                            v.session.set_link_metering(braid_proto::LinkId(i as u8), u.metering());
+                        }
+                    }
                     if let Some(o) = self.overrides.get(&peers[v.peer].name) {
                         o.apply(&mut v.session);
                     }
@@ -701,6 +714,11 @@ impl Server {
                     aqm = c.session.aqm,
                     "settings reloaded"
                 );
+                for p in &mut self.cfg.peer {
+                    if let Some(entry) = c.peer.iter().find(|e| e.name == p.name) {
+                        p.uplink = entry.uplink.clone();
+                    }
+                }
                 self.cfg.session = c.session;
                 self.cfg.max_sessions = c.max_sessions;
                 self.cfg.session_idle_s = c.session_idle_s;

@@ -175,6 +175,28 @@ pub struct UplinkStatus {
     /// Seconds spent in each lifecycle phase (probing, active, degraded, down) so far.
     #[serde(default)]
     pub time_in_s: Vec<(String, f64)>,
+    /// Bytes of data datagrams this end sent on it: what its coding budget is a fraction of.
+    #[serde(default)]
+    pub data_bytes: u64,
+    /// Bytes of coded datagrams this end sent on it.
+    #[serde(default)]
+    pub coded_bytes: u64,
+    /// Its coding budget (coded bytes at most this fraction of data bytes); `None`: no bound.
+    #[serde(default)]
+    pub coding_budget: Option<f64>,
+    /// Coded packets its budget held back.
+    #[serde(default)]
+    pub coded_withheld: u64,
+    /// A backup uplink: used only when no other is.
+    #[serde(default)]
+    pub backup: bool,
+}
+
+impl UplinkStatus {
+    /// Coded bytes over data bytes sent on it, what its budget bounds (0 before any data).
+    pub fn coding_ratio(&self) -> f64 {
+        if self.data_bytes == 0 { 0.0 } else { self.coded_bytes as f64 / self.data_bytes as f64 }
+    }
 }
 
 /// Snapshot of a session; `name_of` names its links.
@@ -212,6 +234,11 @@ pub fn session_status(
                 queue_corrections: l.counters.queue_corrections,
                 weight: l.weight,
                 time_in_s: l.time_in.iter().map(|(p, d, _)| (p.as_str().to_string(), d.as_secs_f64())).collect(),
+                data_bytes: l.data_bytes,
+                coded_bytes: l.coded_bytes,
+                coding_budget: l.metering.coding_budget,
+                coded_withheld: l.coded_withheld,
+                backup: l.metering.backup,
             }
         })
         .collect();
@@ -288,7 +315,7 @@ impl DaemonStatus {
             );
             let _ = writeln!(
                 o,
-                "  {:<10} {:<8} {:>8} {:>8} {:>7} {:>7} {:>10} {:>10} {:>6} {:>8} {:>6}",
+                "  {:<10} {:<8} {:>8} {:>8} {:>7} {:>7} {:>10} {:>10} {:>6} {:>8} {:>6} {:>12} {:>12} {:>6}",
                 "uplink",
                 "state",
                 "rtt ms",
@@ -299,13 +326,16 @@ impl DaemonStatus {
                 "cap rx kb",
                 "share",
                 "coded",
-                "downs"
+                "downs",
+                "coded/data",
+                "budget",
+                "held"
             );
             for u in &s.uplinks {
                 let _ = writeln!(
                     o,
-                    "  {:<10} {:<8} {:>8} {:>8} {:>7.3} {:>7.3} {:>10.0} {:>10.0} {:>6.2} {:>8} {:>6}",
-                    u.name,
+                    "  {:<10} {:<8} {:>8} {:>8} {:>7.3} {:>7.3} {:>10.0} {:>10.0} {:>6.2} {:>8} {:>6} {:>12.3} {:>12} {:>6}",
+                    if u.backup { format!("{} (b)", u.name) } else { u.name.clone() },
                     if u.present { u.state.as_str() } else { "absent" },
                     opt(u.rtt_ms),
                     opt(u.owd_ms),
@@ -315,7 +345,10 @@ impl DaemonStatus {
                     u.rx_capacity_kbps,
                     u.data_share,
                     u.coded_sent,
-                    u.downs
+                    u.downs,
+                    u.coding_ratio(),
+                    u.coding_budget.map_or_else(|| "none".to_string(), |b| format!("{b}")),
+                    u.coded_withheld
                 );
                 if !u.time_in_s.is_empty() {
                     let spells: Vec<String> = u.time_in_s.iter().map(|(p, s)| format!("{p} {s:.1} s")).collect();

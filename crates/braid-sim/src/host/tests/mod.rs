@@ -532,6 +532,11 @@ fn burst_loss_run(sack: bool) -> (Duration, usize) {
     let (mut r, mut w) = configs(5);
     for h in [&mut r, &mut w] {
         h.sack = sack;
+        // The drop pattern was laid on the packet sequence of per-ACK window growth; with byte
+        // counting (today's default) the window grows faster, the dropped indices fall elsewhere
+        // in the stream, and the web host sends 18 bytes more (2,005,858): not traced. SACK's
+        // behaviour, what this compares, is the same either way.
+        h.byte_counting = false;
     }
     let mut pipe = Pipe::lan();
     pipe.rate_bps = None;
