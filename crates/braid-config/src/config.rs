@@ -500,55 +500,47 @@ impl SessionSettings {
     }
 }
 
-/// A recovery scheme name ([`braid_proto::scheme`]), checked while parsing so the error carries
-/// the line; written back as the same name.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct Recovery(pub RecoveryKind);
+/// A config newtype over one of braid-proto's scheme kinds: parsed by the one grammar
+/// ([`braid_proto::scheme`]) while the file is read, so the error carries the line, and written
+/// back as the same name.
+macro_rules! scheme_name {
+    ($(#[$doc:meta])* $name:ident($kind:ty)) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(pub $kind);
 
-impl TryFrom<String> for Recovery {
-    type Error = braid_proto::scheme::SchemeError;
-    fn try_from(s: String) -> Result<Self, Self::Error> {
-        s.parse().map(Recovery)
-    }
+        impl TryFrom<String> for $name {
+            type Error = braid_proto::scheme::SchemeError;
+            fn try_from(s: String) -> Result<Self, Self::Error> {
+                s.parse()
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = braid_proto::scheme::SchemeError;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                s.parse().map($name)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(n: $name) -> String {
+                n.0.to_string()
+            }
+        }
+    };
 }
 
-impl std::str::FromStr for Recovery {
-    type Err = braid_proto::scheme::SchemeError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        s.parse().map(Recovery)
-    }
+scheme_name! {
+    /// A recovery scheme name ([`braid_proto::scheme`]), checked while parsing so the error
+    /// carries the line; written back as the same name.
+    Recovery(RecoveryKind)
 }
 
-impl From<Recovery> for String {
-    fn from(r: Recovery) -> String {
-        r.0.to_string()
-    }
-}
-
-/// A scheduler name ([`braid_proto::scheme`]), checked while parsing.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct Scheduler(pub SchedulerKind);
-
-impl TryFrom<String> for Scheduler {
-    type Error = braid_proto::scheme::SchemeError;
-    fn try_from(s: String) -> Result<Self, Self::Error> {
-        s.parse().map(Scheduler)
-    }
-}
-
-impl std::str::FromStr for Scheduler {
-    type Err = braid_proto::scheme::SchemeError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        s.parse().map(Scheduler)
-    }
-}
-
-impl From<Scheduler> for String {
-    fn from(s: Scheduler) -> String {
-        s.0.to_string()
-    }
+scheme_name! {
+    /// A scheduler name ([`braid_proto::scheme`]), checked while parsing.
+    Scheduler(SchedulerKind)
 }
 
 /// ", line N" for the first line of `text` that mentions `needle` (for errors found after
