@@ -209,6 +209,15 @@ pub struct PeerEntry {
     pub uplink: Vec<PeerUplink>,
 }
 
+impl PeerEntry {
+    /// The vehicle as the handshake knows it: name, public key and pre-shared key (read from its
+    /// file, whose permissions are checked).
+    pub fn keys(&self) -> anyhow::Result<PeerConfig> {
+        let psk = self.preshared_key.as_deref().map(super::keys::read_secret_file).transpose()?;
+        Ok(PeerConfig { name: self.name.clone(), public: self.public_key.0, psk })
+    }
+}
+
 /// A base64 public key, checked while parsing so the error carries the line. A key of small order
 /// (all zeros among them) is refused: nobody holds its secret, and every Diffie-Hellman with it
 /// gives a result everybody knows, so it would let anyone in as that peer.
@@ -713,6 +722,37 @@ impl ServerConfig {
         toml::to_string(self).context("writing the server configuration")
     }
 
+    /// Checks a list of `[[peer]]` entries as a file's are checked: names and keys used once, at
+    /// most [`braid_proto::wire::FeedbackRepr::MAX_LINKS`] uplinks with valid metering, and no
+    /// network in two vehicles' `allowed_ips`. `text` is the file the list came from (for line
+    /// numbers; empty for a list that came from elsewhere, such as `braid peer add`).
+    pub fn check_peers(peers: &[PeerEntry], text: &str) -> anyhow::Result<()> {
+        for (i, p) in peers.iter().enumerate() {
+            if peers[..i].iter().any(|o| o.name == p.name) {
+                bail!("peer[{i}].name: {:?} is used twice", p.name);
+            }
+            if peers[..i].iter().any(|o| o.public_key.0 == p.public_key.0) {
+                bail!("peer[{i}].public_key: the same key as another peer");
+            }
+            if p.uplink.len() > braid_proto::wire::FeedbackRepr::MAX_LINKS {
+                bail!("peer[{i}].uplink: at most {} uplinks", braid_proto::wire::FeedbackRepr::MAX_LINKS);
+            }
+            for (j, u) in p.uplink.iter().enumerate() {
+                if let Err(e) = Metering::new(u.coding_budget, u.backup) {
+                    bail!("peer[{i}].uplink[{j}].coding_budget: {e}");
+                }
+            }
+        }
+        if let Some((net, a, b)) = RouteTable::duplicate(peers.iter().map(|p| &p.allowed_ips.0[..])) {
+            bail!(
+                "peer[{b}].allowed_ips{}: {net} is also peer[{a}]'s ({:?}); a network belongs to one vehicle",
+                line_of(text, &net.to_string()),
+                peers[a].name
+            );
+        }
+        Ok(())
+    }
+
     /// Reads and checks a server configuration file.
     pub fn load(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -745,29 +785,7 @@ impl ServerConfig {
         if c.peer.is_empty() {
             bail!("peer: at least one [[peer]] (a vehicle's name and public key) is needed");
         }
-        for (i, p) in c.peer.iter().enumerate() {
-            if c.peer[..i].iter().any(|o| o.name == p.name) {
-                bail!("peer[{i}].name: {:?} is used twice", p.name);
-            }
-            if c.peer[..i].iter().any(|o| o.public_key.0 == p.public_key.0) {
-                bail!("peer[{i}].public_key: the same key as another peer");
-            }
-            if p.uplink.len() > braid_proto::wire::FeedbackRepr::MAX_LINKS {
-                bail!("peer[{i}].uplink: at most {} uplinks", braid_proto::wire::FeedbackRepr::MAX_LINKS);
-            }
-            for (j, u) in p.uplink.iter().enumerate() {
-                if let Err(e) = Metering::new(u.coding_budget, u.backup) {
-                    bail!("peer[{i}].uplink[{j}].coding_budget: {e}");
-                }
-            }
-        }
-        if let Some((net, a, b)) = RouteTable::duplicate(c.peer.iter().map(|p| &p.allowed_ips.0[..])) {
-            bail!(
-                "peer[{b}].allowed_ips{}: {net} is also peer[{a}]'s ({:?}); a network belongs to one vehicle",
-                line_of(text, &net.to_string()),
-                c.peer[a].name
-            );
-        }
+        Self::check_peers(&c.peer, text)?;
         c.mtu()?;
         check_metrics(text, c.metrics, c.metrics_public)?;
         c.session.check()?;
@@ -781,15 +799,7 @@ impl ServerConfig {
             .peer
             .iter()
             .enumerate()
-            .map(|(i, p)| {
-                let psk = p
-                    .preshared_key
-                    .as_deref()
-                    .map(super::keys::read_secret_file)
-                    .transpose()
-                    .with_context(|| format!("peer[{i}].preshared_key"))?;
-                Ok(PeerConfig { name: p.name.clone(), public: p.public_key.0, psk })
-            })
+            .map(|(i, p)| p.keys().with_context(|| format!("peer[{i}].preshared_key")))
             .collect::<anyhow::Result<Vec<_>>>()?;
         Ok((secret, peers))
     }

@@ -51,6 +51,8 @@ enum Command {
     Status(cli::daemon::StatusArgs),
     /// Change a running daemon's settings without disturbing its traffic.
     Set(cli::daemon::SetArgs),
+    /// Add or remove a vehicle on a running server without touching the others.
+    Peer(cli::daemon::PeerArgs),
     /// Check a client or server configuration file and its key files, as `nginx -t`: prints
     /// OK or the error with its key and line; exit status 0 or 1.
     Check(cli::daemon::CheckArgs),
@@ -74,6 +76,7 @@ fn main() -> ExitCode {
         Command::Server(a) => daemon::server::run(&a.config),
         Command::Status(a) => cli::daemon::status(a),
         Command::Set(a) => cli::daemon::set(a),
+        Command::Peer(a) => cli::daemon::peer(a),
         Command::Check(a) => cli::daemon::check(a),
         Command::Genkey => daemon::keys::genkey(),
         Command::Pubkey => daemon::keys::pubkey(),

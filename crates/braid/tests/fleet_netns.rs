@@ -4,11 +4,15 @@
 //!   addresses only), with dual-stack tunnel addresses: ping6, ping and a TCP transfer over IPv6
 //!   inside the tunnel; per-vehicle `braid status --peer` and `braid set --peer`; the server's
 //!   Prometheus series labelled by vehicle name;
+//! - vehicles added and removed while the server runs (SIGHUP after editing its file, and
+//!   `braid peer add|remove`) while another vehicle's iperf3 flow runs: the flow does not stall
+//!   for more than 100 ms, the added vehicle is reachable, the removed one is gone;
 //! - a vehicle whose server's name does not resolve at start (it waits and retries), that moves
 //!   to the next server of its list when the first is killed, and back to the first, looked up
 //!   again under a new address, when the second is killed.
 //!
-//! Needs root and `ip netns`; skips with a message otherwise. Uses python3 for the TCP peers.
+//! Needs root and `ip netns`; skips with a message otherwise. Uses python3 for the TCP peers and
+//! iperf3 for the live-peers flow.
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -452,4 +456,130 @@ fn client_moves_to_the_next_server_and_looks_the_name_up_again() {
     assert!(p.contains(" 0% packet loss"), "{p}");
     assert!(to_b < 10.0 && to_a < 10.0, "failover took {to_b:.1} s and {to_a:.1} s");
     let _ = a;
+}
+
+/// The longest run of 0.1 s intervals without a byte received, in seconds, from `iperf3 --json
+/// -i 0.1` output (the receiver's intervals: the client's with `-R`), and the intervals.
+fn longest_stall(json: &Value) -> (f64, usize) {
+    let intervals = json["intervals"].as_array().cloned().unwrap_or_default();
+    let (mut run, mut worst) = (0.0f64, 0.0f64);
+    for i in &intervals {
+        let s = &i["sum"];
+        if s["bytes"].as_u64() == Some(0) {
+            run += s["seconds"].as_f64().unwrap_or(0.0);
+            worst = worst.max(run);
+        } else {
+            run = 0.0;
+        }
+    }
+    (worst, intervals.len())
+}
+
+/// Three vehicles, each in a namespace of its own with its own uplink to the server; bus-1 and
+/// bus-2 listed, bus-3 running but not listed (refused). While bus-2 receives an iperf3 flow
+/// from the server side, the server's file is edited (bus-1 out, bus-3 in) and the server gets
+/// SIGHUP: bus-2's flow never stalls for more than 100 ms and keeps its session, bus-3 joins and
+/// is reachable, bus-1 loses its session and routes. Then `braid peer remove` and `braid peer
+/// add` do the same through the control socket.
+#[test]
+fn vehicles_added_and_removed_live_without_touching_the_others() {
+    let Some(mut tb) = Testbed::new("livepeers", &["van1", "van2", "van3", "lan"]) else { return };
+    if run(&["iperf3", "--version"]).is_err() {
+        eprintln!("SKIP livepeers: iperf3 is needed for the flow");
+        return;
+    }
+    let lan = tb.ns("lan");
+    for k in 1..=3 {
+        let van = tb.ns(&format!("van{k}"));
+        let (v, l) = (format!("v{k}"), format!("l{k}"));
+        run(&["ip", "link", "add", &v, "netns", &van, "type", "veth", "peer", &l, "netns", &lan]).expect("veth");
+        tb.sh(&format!("van{k}"), &format!("ip addr add 10.1.{k}.2/24 dev {v} && ip link set {v} up"));
+        tb.sh("lan", &format!("ip addr add 10.1.{k}.1/24 dev {l} && ip link set {l} up"));
+    }
+    let dir = tb.dir.clone();
+    let server_pub = genkey(&dir, "server");
+    let keys: Vec<String> = (1..=3).map(|k| genkey(&dir, &format!("bus{k}"))).collect();
+    let allowed = |k: usize| format!("[\"10.77.0.{}/32\"]", k + 1);
+    let (a1, a2, a3) = (allowed(1), allowed(2), allowed(3));
+    let server_file = |peers: &[(&str, &str, &str)]| {
+        server_config(&dir, "server", "0.0.0.0:7700", "name = \"braid0\", address = \"10.77.0.1/24\"", peers, "")
+    };
+    server_file(&[("bus-1", &keys[0], &a1), ("bus-2", &keys[1], &a2)]);
+    for k in 1..=3 {
+        let server = format!("server = \"10.1.{k}.1:7700\"");
+        let tun = format!("name = \"braid0\", address = \"10.77.0.{}/24\"", k + 1);
+        client_config(&dir, &format!("bus{k}"), &server, &server_pub, &tun, &[&format!("v{k}")]);
+    }
+    let server = tb.daemon("lan", "server", "server");
+    for k in 1..=3 {
+        tb.daemon(&format!("van{k}"), "client", &format!("bus{k}"));
+    }
+    let session_of = |tb: &Testbed, peer: &str| -> Option<u64> {
+        sessions(&tb.status("server", &["--peer", peer])).first().and_then(|s| s["id"].as_u64())
+    };
+    wait_for("bus-1's and bus-2's sessions", Duration::from_secs(15), || {
+        all_active(&tb.status("bus1", &[]), 1) && all_active(&tb.status("bus2", &[]), 1)
+    });
+    assert!(tb.ctl("server", &["status", "--peer", "bus-3"]).is_err(), "bus-3 is not listed yet");
+    let ping = |tb: &Testbed, ns: &str, to: &str| tb.sh(ns, &format!("ping -c 3 -i 0.2 -W 1 {to} || true"));
+    assert!(ping(&tb, "lan", "10.77.0.2").contains(" 0% packet loss"), "bus-1 reachable from the server side");
+    let bus2 = session_of(&tb, "bus-2").expect("bus-2's session");
+
+    // bus-2 receives from the server side (-R: the iperf3 client in van2 is the receiver and
+    // reports what arrived, per 0.1 s).
+    tb.spawn("lan", &["iperf3", "-s", "-1", "-B", "10.77.0.1"], "iperf3-server.log");
+    std::thread::sleep(Duration::from_millis(500));
+    let flow = tb.spawn(
+        "van2",
+        &["iperf3", "-c", "10.77.0.1", "-R", "-t", "6", "-i", "0.1", "-b", "20M", "--json"],
+        "iperf3.json",
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    // bus-1 out, bus-3 in, bus-2 listed first now: only the file changes, then SIGHUP.
+    server_file(&[("bus-2", &keys[1], &a2), ("bus-3", &keys[2], &a3)]);
+    let pid = tb.children[server].1.id().to_string();
+    run(&["kill", "-HUP", &pid]).expect("SIGHUP");
+    wait_for("bus-3's session", Duration::from_secs(15), || all_active(&tb.status("bus3", &[]), 1));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while tb.children[flow].1.try_wait().expect("wait").is_none() {
+        assert!(Instant::now() < deadline, "the iperf3 flow did not finish");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = std::fs::read_to_string(dir.join("iperf3.json")).unwrap_or_default();
+    let json: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("iperf3 JSON: {e}\n{out}"));
+    let (stall, n) = longest_stall(&json);
+    let mbit = json["end"]["sum_received"]["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6;
+    println!("bus-2's flow across the SIGHUP: {n} intervals of 0.1 s, {mbit:.1} Mbit/s, longest stall {stall:.2} s");
+    assert!(n >= 50, "too few intervals: {n}");
+    assert!(stall <= 0.1 + 1e-6, "bus-2's flow stalled for {stall:.2} s across the reload");
+    assert_eq!(session_of(&tb, "bus-2"), Some(bus2), "bus-2 kept its session");
+
+    // bus-3 in: reachable both ways; bus-1 out: no session, no route, refused when it asks again.
+    assert!(ping(&tb, "van3", "10.77.0.1").contains(" 0% packet loss"), "bus-3 reaches the server");
+    assert!(ping(&tb, "lan", "10.77.0.4").contains(" 0% packet loss"), "the server side reaches bus-3");
+    assert!(tb.ctl("server", &["status", "--peer", "bus-1"]).unwrap_err().contains("no vehicle \"bus-1\""));
+    assert!(ping(&tb, "lan", "10.77.0.2").contains("100% packet loss"), "bus-1's route is gone");
+    // bus-1 keeps asking (its client rejoins) and is refused as an unknown key.
+    let unknown_key = |tb: &Testbed| tb.status("server", &[])["rejected"]["unknown_key"].as_u64().unwrap_or(0);
+    let before = unknown_key(&tb);
+    wait_for("bus-1's initiations refused", Duration::from_secs(10), || unknown_key(&tb) > before);
+
+    // Through the control socket: bus-3 removed, bus-1 added again (not in the file).
+    tb.ctl("server", &["peer", "remove", "bus-3"]).unwrap_or_else(|e| panic!("{e}"));
+    let peers_on = |tb: &Testbed| -> Vec<String> {
+        sessions(&tb.status("server", &[])).iter().map(|s| s["peer"].as_str().unwrap_or_default().to_string()).collect()
+    };
+    assert_eq!(peers_on(&tb), ["bus-2"], "bus-3's session ended with its removal");
+    let e = tb.ctl("server", &["peer", "add", "bus-9", "--public-key", &keys[1], "--allowed-ips", "10.77.9.0/24"]);
+    assert!(e.unwrap_err().contains("the same key"), "a key already listed is refused");
+    let e = tb.ctl("server", &["peer", "add", "bus-9", "--public-key", &keys[0], "--allowed-ips", "10.77.0.3/32"]);
+    assert!(e.unwrap_err().contains("10.77.0.3/32"), "another vehicle's network is refused");
+    tb.ctl("server", &["peer", "add", "bus-1", "--public-key", &keys[0], "--allowed-ips", "10.77.0.2/32"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    wait_for("bus-1's new session", Duration::from_secs(15), || session_of(&tb, "bus-1").is_some());
+    assert!(ping(&tb, "lan", "10.77.0.2").contains(" 0% packet loss"), "bus-1 reachable again");
+    assert!(ping(&tb, "lan", "10.77.0.4").contains("100% packet loss"), "bus-3's route is gone");
+    assert_eq!(session_of(&tb, "bus-2"), Some(bus2), "bus-2 still on its first session");
+    let e = tb.ctl("bus2", &["peer", "remove", "bus-1"]).unwrap_err();
+    assert!(e.contains("client"), "{e}");
 }

@@ -449,8 +449,13 @@ impl Initiator {
     }
 }
 
+/// [`Responder::add_peer`] was given a key another vehicle has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the same public key as another peer")]
+pub struct DuplicateKey;
+
 /// A vehicle the server accepts.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerConfig {
     /// Its name in status and logs.
     pub name: String,
@@ -476,6 +481,8 @@ pub struct PendingResponse {
     tag: u32,
     /// The initiation's timestamp.
     pub timestamp: u64,
+    /// The peer's static key (its timestamps are remembered by key, across removals).
+    public: PublicKey,
     /// Whether the timestamp is newer than any accepted from this peer before. A stale one is
     /// a replay, or a client whose clock went back (a gateway without a real-time clock after a
     /// reboot); the server decides ([`Responder::accept_stale`]): the static key has proved
@@ -499,9 +506,14 @@ pub enum InitiationOutcome {
 /// The server's side of the handshake.
 pub struct Responder {
     secret: StaticSecret,
-    peers: Vec<PeerConfig>,
+    /// The accepted vehicles by index; a removed one leaves a hole (`None`), so the indices of
+    /// the others, which the server's tables hold, stay valid. A new vehicle takes a hole first.
+    peers: Vec<Option<PeerConfig>>,
     by_key: HashMap<PublicKey, usize>,
-    last_timestamp: Vec<u64>,
+    /// The newest initiation timestamp accepted, by key. Kept when a vehicle is removed, so a
+    /// vehicle removed and added again (a changed pre-shared key) is not open to replays of its
+    /// old initiations; one entry per key ever listed.
+    last_timestamp: HashMap<PublicKey, u64>,
     mac1_key: [u8; KEY_LEN],
     peer_mac1: Vec<[u8; KEY_LEN]>,
     checker: CookieChecker,
@@ -521,9 +533,9 @@ impl Responder {
         Responder {
             mac1_key: cookie::mac1_key(&public),
             peer_mac1: peers.iter().map(|p| cookie::mac1_key(&p.public)).collect(),
-            last_timestamp: vec![0; peers.len()],
+            last_timestamp: HashMap::new(),
             by_key,
-            peers,
+            peers: peers.into_iter().map(Some).collect(),
             secret,
             checker: CookieChecker::new(&public),
             limiter: RateLimiter::new(RATE_LIMITER_ENTRIES),
@@ -540,9 +552,51 @@ impl Responder {
         self.load_threshold = per_second;
     }
 
-    /// The accepted vehicles.
-    pub fn peers(&self) -> &[PeerConfig] {
-        &self.peers
+    /// The accepted vehicle at index `i` (`None`: never used, or removed).
+    pub fn peer(&self, i: usize) -> Option<&PeerConfig> {
+        self.peers.get(i).and_then(Option::as_ref)
+    }
+
+    /// The accepted vehicles with their indices.
+    pub fn peers(&self) -> impl Iterator<Item = (usize, &PeerConfig)> {
+        self.peers.iter().enumerate().filter_map(|(i, p)| p.as_ref().map(|p| (i, p)))
+    }
+
+    /// Room for peer indices: every index a peer has is below this.
+    pub fn peer_slots(&self) -> usize {
+        self.peers.len()
+    }
+
+    /// Accepts a new vehicle while running and returns its index (a removed vehicle's, if one
+    /// is free, else the next). A key already listed is refused: a key names one vehicle.
+    pub fn add_peer(&mut self, p: PeerConfig) -> Result<usize, DuplicateKey> {
+        if self.by_key.contains_key(&p.public) {
+            return Err(DuplicateKey);
+        }
+        let mac1 = cookie::mac1_key(&p.public);
+        let public = p.public;
+        let i = match self.peers.iter().position(Option::is_none) {
+            Some(i) => {
+                self.peers[i] = Some(p);
+                self.peer_mac1[i] = mac1;
+                i
+            }
+            None => {
+                self.peers.push(Some(p));
+                self.peer_mac1.push(mac1);
+                self.peers.len() - 1
+            }
+        };
+        self.by_key.insert(public, i);
+        Ok(i)
+    }
+
+    /// Stops accepting the vehicle at index `i`: its initiations are refused from now on
+    /// ([`Reject::UnknownKey`]). The other vehicles' indices do not change.
+    pub fn remove_peer(&mut self, i: usize) -> Option<PeerConfig> {
+        let p = self.peers.get_mut(i)?.take()?;
+        self.by_key.remove(&p.public);
+        Some(p)
     }
 
     /// Buckets of the rate limiter ([`RATE_LIMITER_ENTRIES`], fixed).
@@ -554,7 +608,7 @@ impl Responder {
     /// answer as a new session: later initiations of the peer need only be newer than this one,
     /// so a client whose clock went back is not locked out until it catches up.
     pub fn accept_stale(&mut self, p: &PendingResponse) {
-        self.last_timestamp[p.peer] = p.timestamp;
+        self.last_timestamp.insert(p.public, p.timestamp);
     }
 
     /// Counts an initiation in one-second windows; under load when this or the last window went
@@ -636,11 +690,14 @@ impl Responder {
         let mut ts = [0u8; 8];
         ts.copy_from_slice(&payload[5..13]);
         let ts = u64::from_be_bytes(ts);
-        let fresh = ts > self.last_timestamp[peer];
+        let public = PublicKey(remote.unwrap_or_default());
+        let last = self.last_timestamp.entry(public).or_default();
+        let fresh = ts > *last;
         if fresh {
-            self.last_timestamp[peer] = ts;
+            *last = ts;
         }
-        hs.set_psk(2, &self.peers[peer].psk.unwrap_or_default()).map_err(|_| Reject::Malformed)?;
+        let psk = self.peer(peer).and_then(|p| p.psk).unwrap_or_default();
+        hs.set_psk(2, &psk).map_err(|_| Reject::Malformed)?;
         Ok(InitiationOutcome::Accepted(PendingResponse {
             hs: Box::new(hs),
             peer,
@@ -649,6 +706,7 @@ impl Responder {
             link: h.link,
             tag: h.link_seq,
             timestamp: ts,
+            public,
             fresh,
         }))
     }

@@ -49,7 +49,7 @@ fn handshake(
         InitiationOutcome::Accepted(p) => p,
         InitiationOutcome::CookieReply(_) => return Err(Reject::RateLimited),
     };
-    assert_eq!(server.peers()[pending.peer].name, "bus-1");
+    assert_eq!(server.peer(pending.peer).map(|p| p.name.as_str()), Some("bus-1"));
     let continued = wanted != 0 && wanted == session;
     let (m, skeys) = server.respond(now, pending, session, continued, &mut out).unwrap();
     assert_eq!(m, RESPONSE_LEN);
@@ -203,6 +203,45 @@ fn unlisted_key_cannot_open_a_session() {
         [4; 32],
     );
     assert!(matches!(handshake(&mut c, &mut s, now, 0, 1).unwrap_err(), Reject::BadMac));
+}
+
+#[test]
+fn peers_are_added_and_removed_while_running() {
+    let now = Instant::from_micros(5);
+    let mut server = server(None);
+    let (mut buf, mut out) = ([0u8; 256], [0u8; 256]);
+    let accepted =
+        |server: &mut Responder, d: &[u8], out: &mut [u8]| match server.handle_initiation(now, from(), d, out) {
+            Ok(InitiationOutcome::Accepted(p)) => Ok((p.peer, p.fresh)),
+            Ok(InitiationOutcome::CookieReply(_)) => Err(Reject::RateLimited),
+            Err(r) => Err(r),
+        };
+    let mut bus1 = Initiator::new(key(1), key(100).public_key(), None, CipherSuite::default(), [1; 32]);
+    let n = bus1.initiate(now, WALL, 0, LinkId(0), &mut buf).unwrap();
+    let old = buf;
+    assert_eq!(accepted(&mut server, &old[..n], &mut out), Ok((0, true)));
+    // bus-1 removed: its initiations are refused as from an unknown key; bus-2 keeps index 1.
+    assert_eq!(server.remove_peer(0).map(|p| p.name), Some("bus-1".into()));
+    assert_eq!(server.remove_peer(0), None, "removed once");
+    let m = bus1.initiate(now, WALL + 1, 0, LinkId(0), &mut buf).unwrap();
+    assert_eq!(accepted(&mut server, &buf[..m], &mut out), Err(Reject::UnknownKey));
+    assert_eq!(server.peer(1).map(|p| p.name.as_str()), Some("bus-2"));
+    // A third vehicle takes the free index; a key already listed is refused.
+    let bus3 = PeerConfig { name: "bus-3".into(), public: key(3).public_key(), psk: None };
+    assert_eq!(server.add_peer(bus3), Ok(0));
+    let dup = PeerConfig { name: "bus-2b".into(), public: key(2).public_key(), psk: None };
+    assert_eq!(server.add_peer(dup), Err(DuplicateKey));
+    let mut c3 = Initiator::new(key(3), key(100).public_key(), None, CipherSuite::default(), [3; 32]);
+    let k = c3.initiate(now, WALL, 0, LinkId(0), &mut buf).unwrap();
+    assert_eq!(accepted(&mut server, &buf[..k], &mut out), Ok((0, true)));
+    // bus-1 listed again, at a new index: its old initiation replayed is still stale (the
+    // timestamps are kept by key), a new one is fresh.
+    let again = PeerConfig { name: "bus-1".into(), public: key(1).public_key(), psk: None };
+    assert_eq!(server.add_peer(again), Ok(2));
+    assert_eq!(server.peers().map(|(i, _)| i).collect::<Vec<_>>(), [0, 1, 2]);
+    assert_eq!(accepted(&mut server, &old[..n], &mut out), Ok((2, false)));
+    let m = bus1.initiate(now, WALL + 2, 0, LinkId(0), &mut buf).unwrap();
+    assert_eq!(accepted(&mut server, &buf[..m], &mut out), Ok((2, true)));
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! `braid client`, `braid server`, `braid status` and `braid set`.
+//! `braid client`, `braid server`, `braid status`, `braid set` and `braid peer`.
 
 use crate::daemon::config::{Recovery, Scheduler};
 use crate::daemon::control::{Request, default_socket, request};
@@ -138,4 +138,64 @@ pub fn request_for(what: SetWhat, peer: Option<String>) -> Request {
         SetWhat::Recovery { name } => Request::SetRecovery { name, peer },
         SetWhat::Scheduler { name } => Request::SetScheduler { name, peer },
     }
+}
+
+/// Arguments of `braid peer`.
+#[derive(Args, Debug)]
+pub struct PeerArgs {
+    /// The server's control socket [default: /run/braid/server.sock].
+    #[arg(long, global = true)]
+    pub control: Option<PathBuf>,
+    /// What to do.
+    #[command(subcommand)]
+    pub what: PeerWhat,
+}
+
+/// What `braid peer` does.
+#[derive(Subcommand, Debug)]
+pub enum PeerWhat {
+    /// List a vehicle on the running server; it may join at once. Not written to the file: the
+    /// next SIGHUP makes the running list the file's again.
+    Add {
+        /// Its name (as `[[peer]] name`).
+        name: String,
+        /// Its public key (`braid pubkey` on the vehicle).
+        #[arg(long)]
+        public_key: String,
+        /// Its passenger networks, comma-separated (its tunnel address among them).
+        #[arg(long, value_delimiter = ',', required = true)]
+        allowed_ips: Vec<String>,
+        /// A pre-shared key file (read by the server, mode 600).
+        #[arg(long)]
+        preshared_key: Option<PathBuf>,
+    },
+    /// Unlist a vehicle: its session and routes end at once; the others are not touched.
+    Remove {
+        /// Its name.
+        name: String,
+    },
+}
+
+/// The control request `braid peer` sends; a bad key or network is refused here, naming it.
+pub fn peer_request(what: PeerWhat) -> anyhow::Result<Request> {
+    Ok(match what {
+        PeerWhat::Add { name, public_key, allowed_ips, preshared_key } => {
+            let entry = serde_json::json!({
+                "name": name,
+                "public_key": public_key,
+                "allowed_ips": allowed_ips,
+                "preshared_key": preshared_key,
+            });
+            let entry = serde_json::from_value(entry).map_err(|e| anyhow::anyhow!("braid peer add {name}: {e}"))?;
+            Request::PeerAdd { entry: Box::new(entry) }
+        }
+        PeerWhat::Remove { name } => Request::PeerRemove { name },
+    })
+}
+
+/// `braid peer`.
+pub fn peer(a: PeerArgs) -> anyhow::Result<()> {
+    let req = peer_request(a.what)?;
+    let resp = request(&default_socket(a.control.as_deref())?, &req)?;
+    if resp.ok { Ok(()) } else { anyhow::bail!("{}", resp.error.unwrap_or_else(|| "refused".into())) }
 }

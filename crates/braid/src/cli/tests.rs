@@ -124,3 +124,33 @@ fn json_and_out_carry_version_commit_seeds_host_and_the_scenario() {
     assert_eq!(&written, p);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[derive(clap::Parser)]
+struct PeerCli {
+    #[command(flatten)]
+    peer: super::daemon::PeerArgs,
+}
+
+#[test]
+fn braid_peer_sends_a_checked_entry() {
+    let parse = |args: &[&str]| {
+        let a = PeerCli::try_parse_from(std::iter::once("peer").chain(args.iter().copied())).expect("arguments");
+        super::daemon::peer_request(a.peer.what)
+    };
+    let key = "hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo=";
+    let r = parse(&["add", "bus-19", "--public-key", key, "--allowed-ips", "10.77.0.4/32,192.168.19.0/24"]).unwrap();
+    let json = serde_json::to_string(&r).unwrap();
+    assert!(json.starts_with(r#"{"cmd":"peer_add","entry":{"name":"bus-19""#), "{json}");
+    assert!(json.contains(r#""allowed_ips":["10.77.0.4/32","192.168.19.0/24"]"#), "{json}");
+    // Read back as the server does.
+    assert!(
+        matches!(serde_json::from_str::<Request>(&json).unwrap(), Request::PeerAdd { entry } if entry.name == "bus-19")
+    );
+    // A bad network or key is refused before anything is sent, naming it.
+    let e = parse(&["add", "bus-19", "--public-key", key, "--allowed-ips", "10.77.0.4/24"]).unwrap_err().to_string();
+    assert!(e.contains("bus-19") && e.contains("host bits"), "{e}");
+    let e = parse(&["add", "bus-19", "--public-key", "nope", "--allowed-ips", "10.77.0.4/32"]).unwrap_err().to_string();
+    assert!(e.contains("bus-19"), "{e}");
+    let r = parse(&["remove", "bus-17"]).unwrap();
+    assert_eq!(serde_json::to_string(&r).unwrap(), r#"{"cmd":"peer_remove","name":"bus-17"}"#);
+}

@@ -618,6 +618,9 @@ impl Client {
             ));
         }
         match req {
+            Request::PeerAdd { .. } | Request::PeerRemove { .. } => Response::err(
+                "braid peer: this is a client, with one session to its server; vehicles are listed on a server",
+            ),
             Request::Status { .. } => Response { ok: true, error: None, status: Some(self.status()) },
             Request::SetWeight { link, weight, .. } => match self.find_link(&link) {
                 Some(id) => {

@@ -6,10 +6,14 @@
 //! {"cmd":"set_weight","link":"lte1","weight":3}
 //! {"cmd":"set_recovery","name":"fec:10","peer":"bus-17"}
 //! {"cmd":"set_scheduler","name":"round-robin"}
+//! {"cmd":"peer_add","entry":{"name":"bus-19","public_key":"...","allowed_ips":["10.77.0.4/32"]}}
+//! {"cmd":"peer_remove","name":"bus-17"}
 //! ```
 //!
 //! `peer` (server only) names a vehicle by its `[[peer]]` name: the request then concerns that
-//! vehicle alone; without it a server's `set_*` changes every vehicle.
+//! vehicle alone; without it a server's `set_*` changes every vehicle. `peer_add` and
+//! `peer_remove` (server only) list and unlist a vehicle while the server runs; `entry` is a
+//! `[[peer]]` table as in the file.
 //!
 //! Who may talk to it: the socket file is mode 0600 whatever the umask, and every connection's
 //! peer credentials (`SO_PEERCRED`) are checked: root or the daemon's own user, nobody else (a
@@ -17,7 +21,7 @@
 //! stale *socket* at the path is removed; any other file there is an error, never deleted.
 
 use super::Input;
-use super::config::{Recovery, Scheduler};
+use super::config::{PeerEntry, Recovery, Scheduler};
 use super::status::DaemonStatus;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -63,6 +67,16 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         peer: Option<String>,
     },
+    /// Lists a vehicle (server): it may join at once, the other vehicles are not touched.
+    PeerAdd {
+        /// Its `[[peer]]` entry, checked as the file's are.
+        entry: Box<PeerEntry>,
+    },
+    /// Unlists a vehicle (server): its session and routes end, the others are not touched.
+    PeerRemove {
+        /// Its `[[peer]]` name.
+        name: String,
+    },
 }
 
 /// The daemon's answer.
@@ -86,6 +100,7 @@ impl Request {
             | Request::SetWeight { peer, .. }
             | Request::SetRecovery { peer, .. }
             | Request::SetScheduler { peer, .. } => peer.as_deref(),
+            Request::PeerAdd { .. } | Request::PeerRemove { .. } => None,
         }
     }
 }

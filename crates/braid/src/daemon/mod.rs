@@ -13,6 +13,7 @@ pub mod metrics;
 pub mod mss;
 pub mod netwatch;
 pub mod notify;
+pub mod peers;
 pub mod server;
 pub mod servers;
 pub mod status;

@@ -13,15 +13,15 @@
 //! from a source that routes back to that vehicle; nothing is learned from traffic.
 
 use super::client::{deliver, sleep_until};
-use super::config::ServerConfig;
+use super::config::{PeerEntry, ServerConfig};
 use super::control::{Request, Response};
+use super::peers::{PeerChanges, PeerTable, plan};
 use super::status::{DaemonStatus, session_status};
 use super::{Clock, Input, control, metrics, spawn_signals, tun, uplink};
 use anyhow::Context;
-use braid_config::allowed_ips::RouteTable;
 use braid_proto::crypto::{
-    HandshakeKind, InitiationOutcome, PendingResponse, RateLimiter, Reject, RejectCounts, Responder, SecureChannel,
-    TAG_LEN, unknown_session_hint,
+    DuplicateKey, HandshakeKind, InitiationOutcome, PeerConfig, PendingResponse, RateLimiter, Reject, RejectCounts,
+    Responder, SecureChannel, TAG_LEN, unknown_session_hint,
 };
 use braid_proto::wire::{Header, PacketType};
 use braid_proto::{RecoveryKind, Role, SchedulerKind, Session, SessionConfig};
@@ -121,8 +121,8 @@ struct Server {
     mtu: u16,
     clock: Clock,
     sessions: HashMap<u32, Vehicle>,
-    /// Passenger address -> peer index, from the peers' `allowed_ips`.
-    routes: RouteTable,
+    /// The listed vehicles by index (the responder's), and the routes of their `allowed_ips`.
+    peers: PeerTable,
     sock: Arc<UdpSocket>,
     /// Datagrams waiting to leave together (GSO).
     batch: uplink::GsoBatch,
@@ -176,13 +176,14 @@ async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
     tracing::info!(listen = %cfg.listen, mtu, tun = %cfg.tun.name, peers = cfg.peer.len(), "server started");
     super::notify::notify_or_log("READY=1");
     let buf = vec![0u8; usize::from(mtu) + braid_proto::wire::MAX_CARRIER_OVERHEAD + TAG_LEN];
+    let peers = PeerTable::new(cfg.peer.clone());
     let mut server = Server {
         cfg,
         path,
         mtu,
         clock,
         sessions: HashMap::new(),
-        routes: RouteTable::default(),
+        peers,
         batch,
         sock,
         tun,
@@ -197,7 +198,6 @@ async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
         scratch: Vec::with_capacity(65536),
         overrides: HashMap::new(),
     };
-    server.routes = RouteTable::new(server.cfg.peer.iter().map(|p| &p.allowed_ips.0[..]));
     server.run(rx, hs_rx).await;
     tracing::info!("server stopped");
     Ok(())
@@ -320,7 +320,7 @@ impl Server {
         match input {
             Input::Tun(p) => {
                 // The vehicle whose allowed_ips hold the destination, if it has a session.
-                let peer = addrs(&p).and_then(|(_, d)| self.routes.lookup(d));
+                let peer = addrs(&p).and_then(|(_, d)| self.peers.route(d));
                 let id = peer.and_then(|peer| self.by_peer.get(&peer).copied());
                 match id.and_then(|id| self.sessions.get_mut(&id).map(|v| (id, v))) {
                     Some((id, v)) => {
@@ -430,7 +430,7 @@ impl Server {
             }
         };
         let peer = p.peer;
-        let name = self.responder.peers()[peer].name.clone();
+        let name = self.name(peer).to_string();
         if !p.fresh {
             if !self.stale_ok(now, &p) {
                 self.counters.rejected.count(Reject::Replay);
@@ -475,10 +475,8 @@ impl Server {
         }
         let mut session = self.new_session(id, &name, now);
         // The server meters its own sends on the vehicle's uplinks, applied as it learns them.
-        if let Some(entry) = self.cfg.peer.get(peer) {
-            for (i, u) in entry.uplink.iter().enumerate() {
-                session.set_link_metering(braid_proto::LinkId(i as u8), u.metering());
-            }
+        if let Some(entry) = self.peers.entry(peer) {
+            meter(&mut session, entry);
         }
         let channel = SecureChannel::new(&keys, now);
         self.sessions.insert(id, Vehicle { session, channel, peer, last_rx: now, source_not_allowed: 0 });
@@ -547,7 +545,7 @@ impl Server {
             // Only from the vehicle's own networks (cryptokey routing): the source must route
             // back to this vehicle, or the packet is dropped and counted.
             match addrs(&p) {
-                Some((src, _)) if self.routes.lookup(src) == Some(v.peer) => deliver(&self.tun, &p).await,
+                Some((src, _)) if self.peers.route(src) == Some(v.peer) => deliver(&self.tun, &p).await,
                 Some((src, _)) => {
                     v.source_not_allowed += 1;
                     self.counters.passenger.source_not_allowed += 1;
@@ -561,7 +559,7 @@ impl Server {
             // The server learns a vehicle's links from its traffic: a weight set for one of them
             // with `braid set --peer` takes hold when it appears.
             if let braid_proto::Event::LinkAddress(..) = e
-                && let Some(o) = self.overrides.get(&self.responder.peers()[v.peer].name)
+                && let Some(o) = self.peers.entry(v.peer).and_then(|e| self.overrides.get(&e.name))
             {
                 o.apply_weights(&mut v.session);
             }
@@ -573,11 +571,12 @@ impl Server {
     fn expire(&mut self, now: braid_proto::Instant) {
         let idle = Duration::from_secs(self.cfg.session_idle_s);
         let before = self.sessions.len();
-        let peers = self.responder.peers();
+        let peers = &self.peers;
         self.sessions.retain(|id, v| {
             let keep = now.saturating_duration_since(v.last_rx) < idle && !v.session.is_closed();
             if !keep {
-                tracing::info!(session = format_args!("{id:04x}"), peer = %peers[v.peer].name, "session expired");
+                let name = peers.entry(v.peer).map_or("", |e| e.name.as_str());
+                tracing::info!(session = format_args!("{id:04x}"), peer = %name, "session expired");
             }
             keep
         });
@@ -590,15 +589,17 @@ impl Server {
 
     fn control(&mut self, req: Request) -> Response {
         let peer = match req.peer() {
-            Some(name) if !self.responder.peers().iter().any(|p| p.name == name) => {
+            Some(name) if self.peers.find(name).is_none() => {
                 return Response::err(format!("no vehicle {name:?} in [[peer]]"));
             }
             p => p.map(str::to_string),
         };
         // The sessions the request concerns: the named vehicle's, or all.
-        let peers = self.responder.peers();
-        let chosen = |v: &Vehicle| peer.as_deref().is_none_or(|n| peers[v.peer].name == n);
+        let wanted = peer.as_deref().and_then(|n| self.peers.find(n));
+        let chosen = |v: &Vehicle| peer.is_none() || wanted == Some(v.peer);
         match req {
+            Request::PeerAdd { entry } => self.add_peer(*entry),
+            Request::PeerRemove { name } => self.remove_peer(&name),
             Request::Status { .. } => {
                 let mut status = self.status();
                 if let Some(n) = peer.as_deref() {
@@ -660,7 +661,7 @@ impl Server {
             .values()
             .map(|v| {
                 let mut s = session_status(&v.session, now, |id| (id.to_string(), None, true));
-                s.peer = self.responder.peers()[v.peer].name.clone();
+                s.peer = self.name(v.peer).to_string();
                 s.cipher = v.channel.suite().to_string();
                 s.key_age_s = now.saturating_duration_since(v.channel.keys_born()).as_secs_f64();
                 s.source_not_allowed = v.source_not_allowed;
@@ -690,41 +691,142 @@ impl Server {
         }
     }
 
-    /// SIGHUP: applies the file's session settings to every session and to new ones.
+    /// The name of the vehicle at index `peer` (empty once it is removed).
+    fn name(&self, peer: usize) -> &str {
+        self.peers.entry(peer).map_or("", |e| e.name.as_str())
+    }
+
+    /// SIGHUP: the file again. The list of vehicles is compared with the running one and only
+    /// the vehicles whose entry changed are touched ([`super::peers`]); the fleet's session
+    /// settings are applied only where they changed, so that every other session keeps its
+    /// scheduler's and recovery's state (a `braid set --peer` setting stays too). `listen`,
+    /// `private_key`, `tun` and `metrics` take a restart.
     fn reload(&mut self) {
-        match ServerConfig::load(&self.path) {
-            Ok(c) => {
-                let peers = self.responder.peers();
-                for v in self.sessions.values_mut() {
-                    c.session.apply(&mut v.session);
-                    // Uplink metering by the peer's name (the peer list itself needs a restart).
-                    let name = peers[v.peer].name.as_str();
-                    if let Some(entry) = c.peer.iter().find(|p| p.name == name) {
-                        for (i, u) in entry.uplink.iter().enumerate() {
-                            v.session.set_link_metering(braid_proto::LinkId(i as u8), u.metering());
-                        }
-                    }
-                    if let Some(o) = self.overrides.get(&peers[v.peer].name) {
-                        o.apply(&mut v.session);
-                    }
-                }
-                tracing::info!(
-                    recovery = %c.session.recovery(),
-                    scheduler = %c.session.scheduler(),
-                    aqm = c.session.aqm,
-                    "settings reloaded"
-                );
-                for p in &mut self.cfg.peer {
-                    if let Some(entry) = c.peer.iter().find(|e| e.name == p.name) {
-                        p.uplink = entry.uplink.clone();
-                    }
-                }
-                self.cfg.session = c.session;
-                self.cfg.max_sessions = c.max_sessions;
-                self.cfg.session_idle_s = c.session_idle_s;
+        let loaded = ServerConfig::load(&self.path).and_then(|c| {
+            let (_, keys) = c.keys().with_context(|| format!("in {}", self.path.display()))?;
+            Ok((c, keys))
+        });
+        let (c, keys) = match loaded {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::error!(error = format_args!("{e:#}"), "reload refused; keeping the running settings");
+                return;
             }
-            Err(e) => tracing::error!(error = format_args!("{e:#}"), "reload refused; keeping the running settings"),
+        };
+        let changes = plan(&self.peers, &self.responder, &c.peer, &keys);
+        let (removed, changed, added) = (changes.removed.len(), changes.changed.len(), changes.added.len());
+        if !changes.is_empty() {
+            self.apply_peer_changes(changes);
         }
+        let peers = &self.peers;
+        self.overrides.retain(|name, _| peers.find(name).is_some());
+        let old = &self.cfg.session;
+        let recovery = (c.session.recovery() != old.recovery()).then(|| c.session.recovery());
+        let scheduler = (c.session.scheduler() != old.scheduler()).then(|| c.session.scheduler());
+        let aqm = (c.session.aqm != old.aqm).then_some(c.session.aqm);
+        for v in self.sessions.values_mut() {
+            let o = self.peers.entry(v.peer).and_then(|e| self.overrides.get(&e.name));
+            if let Some(r) = recovery.filter(|_| o.is_none_or(|o| o.recovery.is_none())) {
+                v.session.set_recovery(r);
+            }
+            if let Some(s) = scheduler.filter(|_| o.is_none_or(|o| o.scheduler.is_none())) {
+                v.session.set_scheduler(s);
+            }
+            if let Some(a) = aqm {
+                v.session.set_aqm(a);
+            }
+        }
+        tracing::info!(
+            recovery = %c.session.recovery(),
+            scheduler = %c.session.scheduler(),
+            aqm = c.session.aqm,
+            added,
+            removed,
+            changed,
+            "settings reloaded"
+        );
+        self.responder.set_load_threshold(c.handshake_load);
+        self.cfg.session = c.session;
+        self.cfg.max_sessions = c.max_sessions;
+        self.cfg.session_idle_s = c.session_idle_s;
+    }
+
+    /// Removes, changes and adds vehicles; the sessions of the others are not touched.
+    fn apply_peer_changes(&mut self, changes: PeerChanges) {
+        for i in changes.removed {
+            self.end_vehicle(i);
+        }
+        for (i, entry) in changes.changed {
+            if let Some(v) = self.by_peer.get(&i).and_then(|id| self.sessions.get_mut(id)) {
+                // Uplinks no longer listed go back to unmetered.
+                let before = self.peers.entry(i).map_or(0, |e| e.uplink.len());
+                for l in entry.uplink.len()..before {
+                    v.session.set_link_metering(braid_proto::LinkId(l as u8), braid_proto::Metering::default());
+                }
+                meter(&mut v.session, &entry);
+            }
+            tracing::info!(peer = %entry.name, "vehicle changed; its session stays");
+            self.peers.set(i, entry);
+        }
+        for (entry, keys) in changes.added {
+            let name = entry.name.clone();
+            if let Err(e) = self.admit(entry, keys) {
+                tracing::error!(peer = %name, error = %e, "vehicle not added");
+            }
+        }
+    }
+
+    /// Lists a vehicle: it may join at once, and the server routes its `allowed_ips` to it.
+    fn admit(&mut self, entry: PeerEntry, keys: PeerConfig) -> Result<usize, DuplicateKey> {
+        let i = self.responder.add_peer(keys)?;
+        tracing::info!(peer = %entry.name, allowed_ips = ?entry.allowed_ips.0.iter().map(ToString::to_string).collect::<Vec<_>>(), "vehicle added");
+        self.peers.set(i, entry);
+        Ok(i)
+    }
+
+    /// Unlists the vehicle at index `i`: its session ends at once (its next datagram gets an
+    /// unknown-session hint, and its initiations are refused), its routes go.
+    fn end_vehicle(&mut self, i: usize) {
+        self.responder.remove_peer(i);
+        let name = self.peers.remove(i).map(|e| e.name).unwrap_or_default();
+        let session = self.by_peer.remove(&i).and_then(|id| self.sessions.remove(&id).map(|_| id));
+        tracing::info!(peer = %name, session = ?session.map(|id| format!("{id:04x}")), "vehicle removed; its session and routes are gone");
+    }
+
+    /// `braid peer add`: checked against the running list as a file's entries are.
+    fn add_peer(&mut self, entry: PeerEntry) -> Response {
+        let name = entry.name.clone();
+        if self.peers.find(&name).is_some() {
+            return Response::err(format!("vehicle {name:?} is listed already (braid peer remove it first)"));
+        }
+        let mut list: Vec<PeerEntry> = self.peers.entries().cloned().collect();
+        list.push(entry.clone());
+        if let Err(e) = ServerConfig::check_peers(&list, "") {
+            return Response::err(format!("peer {name:?}: {e:#}"));
+        }
+        let keys = match entry.keys() {
+            Ok(k) => k,
+            Err(e) => return Response::err(format!("peer {name:?}: preshared_key: {e:#}")),
+        };
+        match self.admit(entry, keys) {
+            Ok(_) => Response::ok(),
+            Err(e) => Response::err(format!("peer {name:?}: {e}")),
+        }
+    }
+
+    /// `braid peer remove`.
+    fn remove_peer(&mut self, name: &str) -> Response {
+        let Some(i) = self.peers.find(name) else { return Response::err(format!("no vehicle {name:?} in [[peer]]")) };
+        self.end_vehicle(i);
+        self.overrides.remove(name);
+        Response::ok()
+    }
+}
+
+/// The server's metering of its sends on a vehicle's uplinks (`[[peer.uplink]]`, by position).
+fn meter(session: &mut Session, entry: &PeerEntry) {
+    for (i, u) in entry.uplink.iter().enumerate() {
+        session.set_link_metering(braid_proto::LinkId(i as u8), u.metering());
     }
 }
 
