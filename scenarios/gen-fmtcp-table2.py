@@ -49,6 +49,8 @@ EXTRA_SCHEMES = [
     next(b for b in BRAID_SCHEMES if b[0] == name)
     for name in ("oec-aqm", "rlnc", "rlnc-aqm", "oec-wrr-aqm", "oec-eat", "rlnc-aqm-ahead")
 ]
+# braid's default (`auto`): a scheme with only a name; every file reports it (issue 25).
+DEFAULT = ["# braid's default, auto: what a user gets without choosing", "[[scheme]]", 'name = "default"', ""]
 # One bulk CUBIC flow down; the simulator's files add their end hosts' buffer after it.
 WORKLOAD = ["[workload]", 'kind = "bulk"', "flows = 1", 'direction = "down"', "", "[tcp]", 'congestion = "cubic"']
 TESTBED_CASES = [3, 4, 8]
@@ -98,6 +100,7 @@ for i, (delay, loss) in enumerate(CASES, 1):
         out += [f"# {why}", "[[scheme]]", f'name = "{name}"', f'recovery = "{rec}"', f'scheduler = "{sched}"', ""]
     for name, body, why in EXTRA_SCHEMES:
         out += [f"# {why}", "[[scheme]]", f'name = "{name}"', body, ""]
+    out += DEFAULT
     with open(os.path.join(HERE, f"fmtcp-table2-case{i}.toml"), "w") as f:
         f.write("\n".join(out))
     if i not in TESTBED_CASES:
@@ -117,6 +120,7 @@ for i, (delay, loss) in enumerate(CASES, 1):
     ]
     for name, body, why in TESTBED_CONTENDERS:
         tb += [f"# {why}", "[[scheme]]", f'name = "{name}"', body, ""]
+    tb += DEFAULT
     with open(os.path.join(HERE, f"testbed-fmtcp-table2-case{i}.toml"), "w") as f:
         f.write("\n".join(tb))
 
@@ -153,6 +157,7 @@ def write_ideal(file_name, header, name, rate_kbps, delay_ms, queue_kb, sweep_ke
         'recovery = "none"',
         'scheduler = "single"',
         "",
+        *DEFAULT,
     ]
     with open(os.path.join(HERE, file_name), "w") as f:
         f.write("\n".join(out))

@@ -34,7 +34,7 @@ fn every_contender_completes_its_flows_on_the_testbed() {
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
     let results = v["results"].as_array().expect("results");
     let names: Vec<&str> = results.iter().filter_map(|r| r["scheme"].as_str()).collect();
-    assert_eq!(names, ["oec", "plain", "mptcp", "kcptun"]);
+    assert_eq!(names, ["oec", "plain", "mptcp", "kcptun", "default"]);
     for r in results {
         let flows = r["flows"].as_u64().unwrap_or(0);
         eprintln!(

@@ -785,6 +785,7 @@ fn default_bus_is_the_paper_bus() {
             ("fec10", braid(RecoveryKind::Fec { percent: 10.0 })),
             ("fec100", braid(RecoveryKind::Fec { percent: 100.0 })),
             ("oec", braid(RecoveryKind::Oec)),
+            ("default", braid(RecoveryKind::Auto)),
         ]
     );
 }
@@ -795,7 +796,7 @@ fn figure_scenarios_sweep_what_the_paper_varies() {
     let s = Scenario::from_file(&scenarios_dir().join("fig10-gilbert-sweep.toml")).unwrap();
     assert_eq!(s.links.len(), 1);
     assert_eq!(s.workload, bus.workload);
-    // The bus's schemes, then braid's rlnc (issue 6).
+    // The bus's schemes (the default last), then braid's rlnc (issue 6).
     assert_eq!(s.schemes[..bus.schemes.len()], bus.schemes[..]);
     assert_eq!(s.schemes.iter().skip(bus.schemes.len()).map(|x| x.name.as_str()).collect::<Vec<_>>(), ["rlnc"]);
     let points = s.expand_sweep();
@@ -810,7 +811,7 @@ fn figure_scenarios_sweep_what_the_paper_varies() {
 
     let s = Scenario::from_file(&scenarios_dir().join("fig7b-load-scaling.toml")).unwrap();
     assert_eq!(s.links, bus.links);
-    assert_eq!(s.schemes.iter().map(|x| x.name.as_str()).collect::<Vec<_>>(), ["none", "oec"]);
+    assert_eq!(s.schemes.iter().map(|x| x.name.as_str()).collect::<Vec<_>>(), ["none", "oec", "default"]);
     let rates: Vec<_> = s.expand_sweep().iter().map(|(_, p)| p.workload.mean_rate_kbps().unwrap()).collect();
     let base = bus.workload.mean_rate_kbps().unwrap();
     for (r, k) in rates.iter().zip([1.0, 2.0, 4.0, 8.0]) {
