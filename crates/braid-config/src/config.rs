@@ -658,6 +658,9 @@ impl ClientConfig {
             if c.uplink[..i].iter().any(|o| o.name == u.name) {
                 bail!("uplink[{i}].name: {:?} is used twice", u.name);
             }
+            if let Err(e) = braid_proto::wire::LinkName::new(&u.name) {
+                bail!("uplink[{i}].name: {:?}: {e} (the server labels the uplink by it)", u.name);
+            }
             if u.interface.is_empty() || u.interface.len() > 15 || u.interface.contains('/') {
                 bail!("uplink[{i}].interface: {:?} is not a Linux interface name", u.interface);
             }
@@ -993,6 +996,9 @@ allowed_ips = ["10.77.0.3", "10.18.0.0/24"]
         assert!(e.contains("ADDRESS/PREFIX"), "{e}");
         let e = err(&CLIENT.replace("name = \"wifi\"", "name = \"lte1\""));
         assert!(e.contains("uplink[1].name"), "{e}");
+        // The name travels to the server, which labels the uplink's metrics by it.
+        let e = err(&CLIENT.replace("name = \"wifi\"", "name = \"wifi \\\"2\\\"\""));
+        assert!(e.contains("uplink[1].name") && e.contains("A-Z a-z 0-9"), "{e}");
         let e = err(&CLIENT.replace("tun = { name = \"braid0\",", "tun = { mtu = 1500, name = \"braid0\","));
         assert!(e.contains("tun.mtu"), "{e}");
         let e = err(&CLIENT.replace("192.0.2.1:7700", "nowhere"));

@@ -308,6 +308,12 @@ fn ipv6_outer_and_tunnel_two_vehicles_per_vehicle_control() {
     let recovery = |tb: &Testbed, peer: &str| tb.status("server", &["--peer", peer])["sessions"][0]["recovery"].clone();
     assert_eq!(recovery(&tb, "bus-18"), "arq");
     assert_eq!(recovery(&tb, "bus-17"), "auto", "bus-17 untouched by a set for bus-18");
+    // An uplink by the name its vehicle gave it.
+    let names: Vec<Value> = st["sessions"][0]["uplinks"].as_array().cloned().unwrap_or_default();
+    assert_eq!(names.iter().map(|u| u["name"].clone()).collect::<Vec<_>>(), ["u0", "u1"], "{st}");
+    tb.ctl("server", &["set", "--peer", "bus-17", "weight", "u1", "3"]).unwrap_or_else(|e| panic!("{e}"));
+    let st = tb.status("server", &["--peer", "bus-17"]);
+    assert_eq!(st["sessions"][0]["uplinks"][1]["weight"], 3, "{st}");
     let e = tb.ctl("server", &["status", "--peer", "bus-99"]).unwrap_err();
     assert!(e.contains("no vehicle \"bus-99\""), "{e}");
     let e = tb.ctl("bus17", &["set", "--peer", "bus-17", "recovery", "arq"]).unwrap_err();
@@ -329,10 +335,12 @@ fn ipv6_outer_and_tunnel_two_vehicles_per_vehicle_control() {
         "python3 -c \"import urllib.request as u; print(u.urlopen('http://[::1]:9478/metrics').read().decode())\"",
     );
     assert!(metrics.contains("braid_build_info{version=\""), "{metrics}");
-    assert!(metrics.contains("braid_uplink_received_bytes_total{vehicle=\"bus-17\",uplink=\"link1\"}"), "{metrics}");
+    // Uplinks by the names the vehicles gave them (u0, u1 in their files), carried in probes.
+    assert!(metrics.contains("braid_uplink_received_bytes_total{vehicle=\"bus-17\",uplink=\"u1\"}"), "{metrics}");
     for v in ["bus-17", "bus-18"] {
-        assert!(metrics.contains(&format!("braid_uplink_active{{vehicle=\"{v}\",uplink=\"link0\"}} 1")), "{metrics}");
+        assert!(metrics.contains(&format!("braid_uplink_active{{vehicle=\"{v}\",uplink=\"u0\"}} 1")), "{metrics}");
     }
+    assert!(!metrics.contains("uplink=\"link"), "every uplink named by its vehicle: {metrics}");
     assert!(!metrics.contains("NaN"), "{metrics}");
     for l in metrics.lines().filter(|l| l.contains("session=\"")) {
         assert!(l.starts_with("braid_session_info{"), "only the info series carries the session id: {l}");

@@ -123,7 +123,7 @@ fn feedback(input: &[u8]) -> Verdict {
 
 fn probe(input: &[u8]) -> Verdict {
     let Ok(p) = ProbeRepr::parse(input) else { return Verdict::Rejected };
-    assert_eq!(round_trip(ProbeRepr::LEN, |b| p.emit(b)), &input[..ProbeRepr::LEN], "probe round trip");
+    assert_eq!(round_trip(p.len(), |b| p.emit(b)), &input[..p.len()], "probe round trip");
     Verdict::Accepted
 }
 
@@ -219,8 +219,10 @@ fn handmade_bodies() -> Vec<(PacketType, u8, Vec<u8>)> {
         nacks: vec![NackRange { start: 11, len: 3 }, NackRange { start: 0xff_ffff, len: 255 }],
     };
     out.push((PacketType::Feedback, 0, emit(f.len(), &|b| f.emit(b))));
-    let p = ProbeRepr { id: 1, echo_timestamp: 2, echo_delay_us: 3 };
+    let p = ProbeRepr { id: 1, echo_timestamp: 2, echo_delay_us: 3, name: None };
     out.push((PacketType::Probe, braid_proto::wire::FLAG_REPLY, emit(ProbeRepr::LEN, &|b| p.emit(b))));
+    let named = ProbeRepr { name: braid_proto::wire::LinkName::new("lte1").ok(), ..p };
+    out.push((PacketType::Probe, 0, emit(named.len(), &|b| named.emit(b))));
     out.push((PacketType::Close, 0, emit(1, &|b| CloseRepr { reason: 7 }.emit(b))));
     out
 }

@@ -121,11 +121,14 @@ pub struct LinkConfig {
     /// What coding may spend on it and whether it is a backup ([`Metering`]); applies
     /// to what this end sends.
     pub metering: Metering,
+    /// This end's name for the link, sent to the peer in probes (the client's `[[uplink]]`
+    /// name), so that the server names it alike in its status and metrics.
+    pub name: Option<crate::wire::LinkName>,
 }
 
 impl LinkConfig {
     /// A link with capacity bootstraps in bit/s.
     pub fn new(id: LinkId, remote: Option<SocketAddr>, tx_bps: f64, rx_bps: f64) -> Self {
-        LinkConfig { id, remote, tx_bps, rx_bps, weight: 1, metering: Metering::default() }
+        LinkConfig { id, remote, tx_bps, rx_bps, weight: 1, metering: Metering::default(), name: None }
     }
 }

@@ -174,6 +174,10 @@ pub(crate) struct LinkSlot {
     pub(crate) meter: CodingMeter,
     /// A backup link: used only when no non-backup link is ([`Session::usable_slots`]).
     pub(crate) backup: bool,
+    /// This end's name for the link, sent in probe requests.
+    pub(crate) name: Option<crate::wire::LinkName>,
+    /// The peer's name for the link, from its probe requests.
+    pub(crate) peer_name: Option<crate::wire::LinkName>,
 }
 
 /// How long a probe may take before it counts as unanswered: three smoothed round trips, at least
@@ -314,6 +318,7 @@ impl Session {
             slot.tx.weight = l.weight;
             slot.meter.set_budget(l.metering.coding_budget);
             slot.backup = l.metering.backup;
+            slot.name = l.name;
             return;
         }
         let state = match self.cfg.role {
@@ -337,6 +342,8 @@ impl Session {
             ),
             meter: CodingMeter::new(l.metering.coding_budget),
             backup: l.metering.backup,
+            name: l.name,
+            peer_name: None,
         });
         self.links.sort_by_key(|s| s.tx.id);
     }
@@ -487,6 +494,12 @@ impl Session {
     /// Whether the peer closed the session.
     pub fn is_closed(&self) -> bool {
         self.closed
+    }
+
+    /// The peer's name for link `id`, once a probe carried it (a client's `[[uplink]]` name, on
+    /// the server).
+    pub fn peer_link_name(&self, id: LinkId) -> Option<&str> {
+        self.links.iter().find(|s| s.tx.id == id).and_then(|s| s.peer_name.as_ref()).map(|n| n.as_str())
     }
 
     /// Ids of the links the session knows.

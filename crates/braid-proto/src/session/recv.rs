@@ -64,6 +64,8 @@ impl Session {
                         life: crate::link::Lifecycle::new(crate::link::Phase::Active, now),
                         meter: CodingMeter::new(metering.coding_budget),
                         backup: metering.backup,
+                        name: None,
+                        peer_name: None,
                     });
                     self.links.sort_by_key(|s| s.tx.id);
                     self.events.push_back(Event::LinkAddress(h.link, from));
@@ -259,6 +261,9 @@ impl Session {
         let life_cfg = self.cfg.lifecycle;
         let Some(slot) = self.slot_mut(h.link) else { return };
         if h.flags & FLAG_REPLY == 0 {
+            if p.name.is_some() {
+                slot.peer_name = p.name;
+            }
             if slot.replies.len() < 16 {
                 slot.replies.push_back((p.id, h.timestamp, now));
             }

@@ -578,15 +578,20 @@ impl Session {
                 continue;
             }
             let (flags, body) = if let Some((pid, ts, at)) = slot.replies.pop_front() {
-                (FLAG_REPLY, ProbeRepr { id: pid, echo_timestamp: ts, echo_delay_us: (now - at).as_micros() as u32 })
+                let echo_delay_us = (now - at).as_micros() as u32;
+                (FLAG_REPLY, ProbeRepr { id: pid, echo_timestamp: ts, echo_delay_us, name: None })
             } else {
                 slot.probe_due = false;
                 slot.tx.last_probe = Some(now);
                 slot.tx.probe_id = slot.tx.probe_id.wrapping_add(1);
                 slot.life.handle_probe_sent(slot.tx.probe_id, now, &life_cfg);
-                (0, ProbeRepr { id: slot.tx.probe_id, echo_timestamp: 0, echo_delay_us: 0 })
+                // The link's name while it is being admitted, and on every 32nd probe after (a
+                // few bytes, so that a peer that missed it, or restarted, learns it again).
+                let named = slot.tx.state != crate::link::LinkState::Active || slot.tx.probe_id % 32 == 1;
+                let name = slot.name.filter(|_| named);
+                (0, ProbeRepr { id: slot.tx.probe_id, echo_timestamp: 0, echo_delay_us: 0, name })
             };
-            let (n, destination) = self.start_datagram(now, buf, id, PacketType::Probe, flags, ProbeRepr::LEN)?;
+            let (n, destination) = self.start_datagram(now, buf, id, PacketType::Probe, flags, body.len())?;
             let m = body.emit(&mut buf[n..]).ok()?;
             self.stats.probes_sent += 1;
             if flags & FLAG_REPLY == 0

@@ -610,3 +610,20 @@ fn aqm_opens_a_slower_link_once_the_backlog_is_as_late_as_it_is() {
     assert!(slow > 0);
     assert!(p.server.stats().aqm_dropped > 0, "CoDel never dropped at 125 % of both paths");
 }
+
+#[test]
+fn the_server_learns_the_clients_names_for_its_links() {
+    use crate::wire::LinkName;
+    let mut p = Pair::new(&[(20, 1500.0), (75, 1000.0)], SessionConfig::new);
+    for (i, name) in ["lte1", "wifi"].iter().enumerate() {
+        let mut l = crate::session::LinkConfig::new(LinkId(i as u8), Some(addr("192.0.2.1:7700")), 1.5e6, 1.5e6);
+        l.name = Some(LinkName::new(name).expect("a valid name"));
+        p.client.add_link(p.now, &l);
+    }
+    assert_eq!(p.server.peer_link_name(LinkId(0)), None);
+    p.advance(Duration::from_secs(2));
+    assert_eq!(p.server.peer_link_name(LinkId(0)), Some("lte1"));
+    assert_eq!(p.server.peer_link_name(LinkId(1)), Some("wifi"));
+    // The server sends no names of its own; the client's view is unchanged.
+    assert_eq!(p.client.peer_link_name(LinkId(0)), None);
+}

@@ -33,7 +33,7 @@ pub(crate) use coded::SplitMix64;
 pub use coded::{CodeKind, CodedRepr, Coverage, FOUNTAIN_SYMBOL_PREFIX};
 pub use feedback::{FeedbackRepr, LinkReport, NackRange};
 pub use header::{Header, PacketType};
-pub use probe::ProbeRepr;
+pub use probe::{LinkName, MAX_LINK_NAME, ProbeRepr};
 
 /// braid's protocol version, carried in the top two bits of every datagram. Version 2 narrowed the
 /// session id to 16 bits and the piggybacked ack to 16, so that no data packet exceeds 60 bytes.
@@ -191,7 +191,7 @@ impl<'a> Reader<'a> {
         Reader { buf, pos: 0 }
     }
 
-    fn take(&mut self, field: &'static str, n: usize) -> Result<&'a [u8], WireError> {
+    pub(crate) fn take(&mut self, field: &'static str, n: usize) -> Result<&'a [u8], WireError> {
         let have = self.buf.len() - self.pos;
         if have < n {
             return Err(WireError::Truncated { field, need: n, have });

@@ -1,4 +1,6 @@
-//! Probes: liveness and round-trip time of one link, answered on the same link.
+//! Probes: liveness and round-trip time of one link, answered on the same link. A request may
+//! also carry the uplink's name as its sender calls it, so that the server's status and metrics
+//! name a vehicle's uplinks as the vehicle does (`lte1`, `wifi`), not by number.
 
 use super::{Reader, WireError, Writer};
 
@@ -7,6 +9,9 @@ use super::{Reader, WireError, Writer};
 /// the prober computes the link's RTT without synchronised clocks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProbeRepr {
+    /// The sender's name for this uplink, in a request (after the fixed fields: a length byte
+    /// and the name; receivers that predate it ignore trailing bytes).
+    pub name: Option<LinkName>,
     /// Probe number chosen by the prober.
     pub id: u32,
     /// The request's header timestamp (prober's clock), in a reply.
@@ -16,8 +21,18 @@ pub struct ProbeRepr {
 }
 
 impl ProbeRepr {
-    /// Bytes the body takes.
+    /// Bytes the fixed fields take.
     pub const LEN: usize = 12;
+
+    /// Bytes the body takes, with the name.
+    pub fn len(&self) -> usize {
+        Self::LEN + self.name.map_or(0, |n| 1 + n.as_str().len())
+    }
+
+    /// Whether the body is empty (never: the fixed fields are always there).
+    pub fn is_empty(&self) -> bool {
+        false
+    }
 
     /// Parses a probe body.
     pub fn parse(body: &[u8]) -> Result<Self, WireError> {
@@ -26,15 +41,106 @@ impl ProbeRepr {
             id: r.u32("probe id")?,
             echo_timestamp: r.u32("probe echo timestamp")?,
             echo_delay_us: r.u32("probe echo delay")?,
+            name: match r.remaining() {
+                0 => None,
+                _ => {
+                    let n = usize::from(r.u8("uplink name length")?);
+                    Some(LinkName::from_bytes(r.take("uplink name", n)?)?)
+                }
+            },
         })
     }
 
     /// Writes the body, returning the bytes written.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize, WireError> {
-        let mut w = Writer::new(buf, Self::LEN)?;
+        let mut w = Writer::new(buf, self.len())?;
         w.u32(self.id);
         w.u32(self.echo_timestamp);
         w.u32(self.echo_delay_us);
+        if let Some(n) = &self.name {
+            // At most MAX_LINK_NAME (32) bytes: fits the length byte.
+            w.u8(n.len as u8);
+            w.bytes(n.as_str().as_bytes());
+        }
         Ok(w.pos)
+    }
+}
+
+/// Longest uplink name a probe carries, in bytes.
+pub const MAX_LINK_NAME: usize = 32;
+
+/// An uplink's name as carried in probes: 1 to [`MAX_LINK_NAME`] characters from `A-Z a-z 0-9
+/// . _ : -`, so that it can go into logs, JSON and Prometheus label values as it is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct LinkName {
+    len: usize,
+    bytes: [u8; MAX_LINK_NAME],
+}
+
+impl LinkName {
+    /// The name, if it is one.
+    pub fn new(s: &str) -> Result<Self, WireError> {
+        Self::from_bytes(s.as_bytes())
+    }
+
+    fn from_bytes(b: &[u8]) -> Result<Self, WireError> {
+        if b.is_empty() || b.len() > MAX_LINK_NAME {
+            return Err(WireError::Invalid { field: "uplink name", why: "must be 1 to 32 bytes" });
+        }
+        if !b.iter().all(|c| c.is_ascii_alphanumeric() || b"._:-".contains(c)) {
+            return Err(WireError::Invalid { field: "uplink name", why: "only A-Z a-z 0-9 . _ : - are allowed" });
+        }
+        let mut bytes = [0u8; MAX_LINK_NAME];
+        bytes[..b.len()].copy_from_slice(b);
+        Ok(LinkName { len: b.len(), bytes })
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        // Only ASCII is ever stored (checked in from_bytes).
+        std::str::from_utf8(&self.bytes[..self.len]).unwrap_or_default()
+    }
+}
+
+impl std::fmt::Debug for LinkName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.as_str())
+    }
+}
+
+impl std::fmt::Display for LinkName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_bad_ones_are_refused() {
+        let named =
+            ProbeRepr { id: 7, echo_timestamp: 0, echo_delay_us: 0, name: Some(LinkName::new("lte1").unwrap()) };
+        let mut buf = [0u8; 64];
+        let n = named.emit(&mut buf).unwrap();
+        assert_eq!(n, 12 + 1 + 4);
+        assert_eq!(ProbeRepr::parse(&buf[..n]).unwrap(), named);
+        // Without a name: the old 12 bytes, read as before.
+        let plain = ProbeRepr { name: None, ..named };
+        assert_eq!(plain.emit(&mut buf).unwrap(), 12);
+        assert_eq!(ProbeRepr::parse(&buf[..12]).unwrap(), plain);
+        // A length beyond the datagram, too long, empty, or characters outside the set: malformed.
+        let n = named.emit(&mut buf).unwrap();
+        assert!(ProbeRepr::parse(&buf[..n - 1]).is_err());
+        for bad in ["", "a\"b", "lte 1", "wlan0\n", "ünicode", &"x".repeat(33)] {
+            assert!(LinkName::new(bad).is_err(), "{bad:?}");
+        }
+        buf[12] = 0;
+        assert!(ProbeRepr::parse(&buf[..13]).is_err(), "an empty name");
+        buf[12] = 33;
+        buf[13..46].fill(b'x');
+        assert!(ProbeRepr::parse(&buf[..46]).is_err(), "33 bytes");
+        assert_eq!(LinkName::new(&"x".repeat(32)).unwrap().as_str().len(), 32);
     }
 }

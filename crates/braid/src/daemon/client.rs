@@ -128,6 +128,8 @@ fn link_config(i: usize, u: &UplinkConfig, server: Option<SocketAddr>) -> LinkCo
     let mut l = LinkConfig::new(LinkId(i as u8), server, u.up_kbps * 1e3, u.down_kbps * 1e3);
     l.weight = u.weight;
     l.metering = u.metering();
+    // Checked when the file was read (braid-config), so always a valid name.
+    l.name = braid_proto::wire::LinkName::new(&u.name).ok();
     l
 }
 

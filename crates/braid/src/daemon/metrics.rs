@@ -107,7 +107,8 @@ fn one(v: f64) -> Vec<(String, Option<f64>)> {
 /// units (seconds, bytes, bits per second), `_total` on counters, `_ratio` on fractions, no NaN
 /// (an unknown value is left out). On a server, each vehicle's series carry `vehicle`, its
 /// `[[peer]]` name, which stays the same across its sessions; uplinks are labelled `uplink`, the
-/// name configured on the client, `link<N>` (the id the vehicle sends) on the server.
+/// name configured on the client, which the vehicle's probes carry to the server (`link<N>`, by
+/// the id the vehicle sends, until one has arrived).
 pub fn render(s: &DaemonStatus) -> String {
     use super::status::{SessionStatus, UplinkStatus};
     let mut e = Exposition(String::new());

@@ -149,8 +149,8 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()
 }
 
-/// Logs a session event naming the uplink (`uplink_name` gives the client's `[[uplink]]` name,
-/// `link<N>` on the server, which learns links by number) rather than its id.
+/// Logs a session event naming the uplink (`uplink_name` gives the client's `[[uplink]]` name, on
+/// the server the name the vehicle reported, `link<N>` until it has) rather than its id.
 pub fn log_event(e: braid_proto::Event, session: Option<&str>, uplink_name: impl Fn(braid_proto::LinkId) -> String) {
     use braid_proto::Event;
     match e {

@@ -555,7 +555,7 @@ impl Server {
             }
         }
         while let Some(e) = v.session.poll_event() {
-            super::log_event(e, Some(&format!("{id:04x}")), |l| l.to_string());
+            super::log_event(e, Some(&format!("{id:04x}")), |l| uplink_name(&v.session, l));
             // The server learns a vehicle's links from its traffic: a weight set for one of them
             // with `braid set --peer` takes hold when it appears.
             if let braid_proto::Event::LinkAddress(..) = e
@@ -608,8 +608,22 @@ impl Server {
                 Response { ok: true, error: None, status: Some(status) }
             }
             Request::SetWeight { link, weight, .. } => {
-                let n = link.trim_start_matches("link").parse::<u8>();
-                let Ok(n) = n else { return Response::err(format!("no link {link:?}: use link<N> or N")) };
+                // By number (link<N> or N), or by the name the vehicles report for their uplinks.
+                let by_name = || {
+                    let mut ids =
+                        self.sessions.values().filter(|v| chosen(v)).flat_map(|v| {
+                            v.session.link_ids().into_iter().filter(|&l| uplink_name(&v.session, l) == link)
+                        });
+                    let first = ids.next();
+                    // One number for the name: a name that means different links on different
+                    // vehicles is refused without --peer.
+                    first.filter(|f| ids.all(|o| o == *f)).map(|l| l.0)
+                };
+                let Some(n) = link.trim_start_matches("link").parse::<u8>().ok().or_else(by_name) else {
+                    return Response::err(format!(
+                        "no uplink {link:?}: use link<N>, N, or the name a connected vehicle reports (with --peer if it means different links on different vehicles)"
+                    ));
+                };
                 let hits = self
                     .sessions
                     .values_mut()
@@ -660,7 +674,7 @@ impl Server {
             .sessions
             .values()
             .map(|v| {
-                let mut s = session_status(&v.session, now, |id| (id.to_string(), None, true));
+                let mut s = session_status(&v.session, now, |id| (uplink_name(&v.session, id), None, true));
                 s.peer = self.name(v.peer).to_string();
                 s.cipher = v.channel.suite().to_string();
                 s.key_age_s = now.saturating_duration_since(v.channel.keys_born()).as_secs_f64();
@@ -820,6 +834,24 @@ impl Server {
         self.end_vehicle(i);
         self.overrides.remove(name);
         Response::ok()
+    }
+}
+
+/// The vehicle's name for its uplink `id`, as its probes carry it, or `link<N>` until one has
+/// (and when two of its uplinks claim the same name, or a name that is another uplink's number).
+fn uplink_name(s: &Session, id: braid_proto::LinkId) -> String {
+    let number = id.to_string();
+    match s.peer_link_name(id) {
+        Some(n)
+            if n == number
+                || (s
+                    .link_ids()
+                    .iter()
+                    .all(|&o| o == id || (s.peer_link_name(o) != Some(n) && o.to_string() != n))) =>
+        {
+            n.to_string()
+        }
+        _ => number,
     }
 }
 

@@ -133,7 +133,8 @@ pub struct SessionStatus {
 pub struct UplinkStatus {
     /// Link id on the wire.
     pub id: u8,
-    /// Configured name (client) or `link<N>` (server).
+    /// Configured name (client), or the name the vehicle reports for it (server; `link<N>` until
+    /// it has).
     pub name: String,
     /// Interface (client).
     pub interface: Option<String>,
