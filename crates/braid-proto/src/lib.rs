@@ -20,7 +20,10 @@ pub mod wire;
 pub use link::{LinkId, LinkState, Metering};
 pub use recovery::RecoveryKind;
 pub use scheduler::SchedulerKind;
-pub use session::{Event, LinkConfig, Packet, Role, Session, SessionConfig, Timer, Transmit, TransmitKind};
+pub use session::{
+    Event, LinkConfig, Packet, Role, SealedDatagramError, SealedSession, Session, SessionConfig, Timer, Transmit,
+    TransmitKind,
+};
 pub use time::Instant;
 
 #[cfg(test)]

@@ -16,8 +16,9 @@ use crate::link::{Delivery, Enqueue, LinkModel};
 use crate::results::{FlowRecord, LinkResult, RunResult};
 use crate::scenario::{Congestion, Direction, Scenario, SchemeKind, SchemeSpec, WorkloadSpec};
 use crate::workload::FlowPlan;
-use braid_proto::link::{LinkId, OUTER_OVERHEAD};
-use braid_proto::session::{Event, HoldConfig, LinkConfig, Role, Session, SessionConfig, TransmitKind};
+use braid_proto::crypto::{CipherSuite, REKEY_AFTER, SessionKeys};
+use braid_proto::link::{IP_UDP_OVERHEAD, LinkId};
+use braid_proto::session::{Event, HoldConfig, LinkConfig, Role, SealedSession, Session, SessionConfig, TransmitKind};
 use braid_proto::{Instant, RecoveryKind, SchedulerKind};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
@@ -98,8 +99,15 @@ pub fn run(
 struct World<'a> {
     sc: &'a Scenario,
     now: Instant,
-    client: Session,
-    server: Session,
+    client: SealedSession,
+    server: SealedSession,
+    /// When both ends next switch to new keys, as the daemons do after a handshake every
+    /// [`REKEY_AFTER`]; keys older than `REJECT_AFTER` would refuse to seal.
+    next_rekey: Instant,
+    /// Key epochs so far (each epoch's keys come from the seed and its number).
+    key_epoch: u64,
+    /// The run's seed.
+    seed: u64,
     links: Vec<SimLink>,
     rider: TcpHost,
     web: TcpHost,
@@ -122,6 +130,8 @@ struct World<'a> {
     /// Operator weights per link for `wrr` (NATALIE), applied to both ends' links.
     weights: Vec<u32>,
     buf: Vec<u8>,
+    /// Datagrams that could not be sealed (none, unless the rekeying above is broken).
+    unsealed: u64,
     datagrams: u64,
     bytes_on_air: u64,
     passenger_bytes_delivered: u64,
@@ -177,8 +187,11 @@ impl<'a> World<'a> {
                 )
             })
             .collect();
-        let mut client = Session::new(mk_cfg(Role::Client), &client_links, Instant::ZERO);
-        let mut server = Session::new(mk_cfg(Role::Server), &[], Instant::ZERO + SERVER_CLOCK_OFFSET);
+        let keys = sim_keys(seed, 0);
+        let client = Session::new(mk_cfg(Role::Client), &client_links, Instant::ZERO);
+        let mut client = SealedSession::new(client, &keys, Instant::ZERO);
+        let server = Session::new(mk_cfg(Role::Server), &[], Instant::ZERO + SERVER_CLOCK_OFFSET);
+        let mut server = SealedSession::new(server, &keys.mirror(), Instant::ZERO + SERVER_CLOCK_OFFSET);
         // Both ends meter what they send on a link; the server applies it once it learns the link.
         for (i, l) in sc.links.iter().enumerate() {
             client.set_link_metering(LinkId(i as u8), l.metering);
@@ -230,6 +243,10 @@ impl<'a> World<'a> {
             now: Instant::ZERO,
             client,
             server,
+            next_rekey: Instant::ZERO + REKEY_AFTER,
+            key_epoch: 0,
+            seed,
+            unsealed: 0,
             links,
             rider: TcpHost::new(host_cfg(RIDER, 0x71de)),
             web: TcpHost::new(host_cfg(WEB, 0x3eb)),
@@ -269,6 +286,18 @@ impl<'a> World<'a> {
         w
     }
 
+    /// New keys for both ends at once, as a handshake on the running session gives them: the
+    /// client (initiator) seals with them at once, the server once it has opened a datagram
+    /// sealed with them (WireGuard 6.1), so rekeying is on the simulated path as on the real one.
+    fn rekey(&mut self) {
+        self.key_epoch += 1;
+        let keys = sim_keys(self.seed, self.key_epoch);
+        self.client.channel_mut().rekey(&keys, self.now, true);
+        let snow = self.server_now();
+        self.server.channel_mut().rekey(&keys.mirror(), snow, false);
+        self.next_rekey = self.now + REKEY_AFTER;
+    }
+
     fn server_now(&self) -> Instant {
         self.now + SERVER_CLOCK_OFFSET
     }
@@ -303,6 +332,7 @@ impl<'a> World<'a> {
         at(self.plan.peek_start().map(|t| Instant::ZERO + t));
         at(self.next_cbr);
         at(self.bulk_start);
+        at(Some(self.next_rekey));
         at(self.client.poll_timeout());
         at(self.server.poll_timeout().map(|s| s.saturating_sub(SERVER_CLOCK_OFFSET)));
         at(self.rider.poll_at(self.now));
@@ -320,6 +350,9 @@ impl<'a> World<'a> {
             self.mark_goodput();
             self.arrivals();
             self.deliveries();
+            if self.now >= self.next_rekey {
+                self.rekey();
+            }
             self.client.handle_timeout(self.now);
             let snow = self.server_now();
             self.server.handle_timeout(snow);
@@ -399,7 +432,7 @@ impl<'a> World<'a> {
                 if let Delivery::Delivered { at, packet } = d {
                     self.score_prediction(&packet, at, true);
                     let snow = self.server_now();
-                    let _ = self.server.handle_datagram(snow, None, self.client_addrs[i], &packet.bytes);
+                    let _ = self.server.handle_datagram(snow, snow, None, self.client_addrs[i], &packet.bytes);
                 }
             }
             while let Some(d) = self.links[i].down.poll_deliver(self.now) {
@@ -410,9 +443,9 @@ impl<'a> World<'a> {
                     if series.len() <= sec as usize {
                         series.resize(sec as usize + 1, 0);
                     }
-                    series[sec as usize] += (packet.bytes.len() + OUTER_OVERHEAD) as u64;
-                    let _ =
-                        self.client.handle_datagram(self.now, Some(LinkId(i as u8)), self.server_addr, &packet.bytes);
+                    series[sec as usize] += (packet.bytes.len() + IP_UDP_OVERHEAD) as u64;
+                    let (now, link) = (self.now, Some(LinkId(i as u8)));
+                    let _ = self.client.handle_datagram(now, now, link, self.server_addr, &packet.bytes);
                 }
             }
         }
@@ -452,12 +485,20 @@ impl<'a> World<'a> {
                 let _ = self.server.handle_tun_packet(snow, &p);
                 moved = true;
             }
+            // Sealed as the daemons seal them: the keys are renewed before they expire, so a
+            // datagram that does not seal is a defect, counted and dropped.
             while let Some(t) = self.client.poll_transmit(self.now, &mut self.buf) {
-                self.launch(t.link, t.kind, t.len, true);
+                match t {
+                    Ok(t) => self.launch(t.link, t.kind, t.len, true),
+                    Err(_) => self.unsealed += 1,
+                }
                 moved = true;
             }
             while let Some(t) = self.server.poll_transmit(snow, &mut self.buf) {
-                self.launch(t.link, t.kind, t.len, false);
+                match t {
+                    Ok(t) => self.launch(t.link, t.kind, t.len, false),
+                    Err(_) => self.unsealed += 1,
+                }
                 moved = true;
             }
             while let Some(p) = self.client.poll_deliver() {
@@ -531,7 +572,7 @@ impl<'a> World<'a> {
             _ => None,
         };
         let p = InFlight { bytes: self.buf[..len].to_vec(), sent: self.now, predicted_owd_us };
-        let size = len + OUTER_OVERHEAD;
+        let size = len + IP_UDP_OVERHEAD;
         self.datagrams += 1;
         self.bytes_on_air += size as u64;
         let model = if up { &mut l.up } else { &mut l.down };
@@ -688,3 +729,19 @@ impl World<'_> {
 fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 { 0.0 } else { a as f64 / b as f64 }
 }
+
+/// The keys of a simulated session's `epoch`, from the run's seed: the simulator seals with real
+/// keys (the datagrams' sizes and the sealing work are the daemon's) but has no handshake to
+/// agree on them.
+fn sim_keys(seed: u64, epoch: u64) -> SessionKeys {
+    use rand::{RngCore, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ epoch.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let (mut send, mut recv) = ([0u8; 32], [0u8; 32]);
+    rng.fill_bytes(&mut send);
+    rng.fill_bytes(&mut recv);
+    SessionKeys { suite: CipherSuite::ChaCha20Poly1305, send, recv }
+}
+
+#[cfg(test)]
+#[path = "world_tests.rs"]
+mod tests;

@@ -8,6 +8,7 @@
 mod coders;
 mod config;
 mod crypto;
+mod sealed;
 mod session;
 mod sim;
 mod wire;
@@ -58,6 +59,8 @@ pub const TARGETS: &[Target] = &[
     coders::RLNC,
     coders::FOUNTAIN,
     session::PAIR,
+    session::SEALED_PAIR,
+    sealed::MUTATE,
     config::DAEMON_CONFIG,
     sim::SCENARIO,
     sim::SCHEDULE,

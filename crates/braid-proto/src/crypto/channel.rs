@@ -40,6 +40,14 @@ pub struct SessionKeys {
     pub recv: [u8; KEY_LEN],
 }
 
+impl SessionKeys {
+    /// The other end's keys: what this end sends, that end receives. For drivers that key both
+    /// ends themselves (the simulator, tests) rather than through a handshake.
+    pub fn mirror(&self) -> SessionKeys {
+        SessionKeys { suite: self.suite, send: self.recv, recv: self.send }
+    }
+}
+
 impl std::fmt::Debug for SessionKeys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "SessionKeys({}, ..)", self.suite)

@@ -26,9 +26,13 @@ impl fmt::Display for LinkId {
     }
 }
 
-/// Bytes of outer IPv4 and UDP header around every datagram: the bottleneck carries them too, so
-/// the queue model and the capacity estimator count them.
-pub const OUTER_OVERHEAD: usize = 28;
+/// Bytes of outer IPv4 and UDP header around every sealed datagram.
+pub const IP_UDP_OVERHEAD: usize = 28;
+
+/// Bytes the air adds to each of the engine's datagrams: the AEAD tag it is sealed with
+/// ([`crate::SealedSession`]) and the outer IPv4 and UDP headers. The bottleneck carries them too,
+/// so the capacity estimator and the schedulers' transmission times count them.
+pub const OUTER_OVERHEAD: usize = crate::crypto::TAG_LEN + IP_UDP_OVERHEAD;
 
 /// Bits per second to kbit/s, rounded, for reports on the wire.
 pub(crate) fn bps_to_kbps(bps: f64) -> u32 {

@@ -8,10 +8,12 @@
 
 mod config;
 mod recv;
+mod sealed;
 mod send;
 mod stats;
 
 pub use config::{HoldConfig, LinkConfig, Role, SessionConfig};
+pub use sealed::{SealedDatagramError, SealedSession};
 pub use stats::{DatagramError, LinkCounters, LinkStatus, SessionStats, TunError};
 
 use crate::aqm::Codel;

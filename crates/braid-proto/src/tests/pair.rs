@@ -1,8 +1,14 @@
 //! A pair harness (after quinn-proto's `tests/util.rs`): a client and a server session on a
 //! virtual clock, joined by links whose in-flight datagrams a test can drop, delay or reorder.
+//!
+//! The sessions are [`SealedSession`]s, as in the daemons: the links carry sealed datagrams, and
+//! both ends change keys every [`REKEY_AFTER`] as a handshake on the running session would. The
+//! drop rule sees each datagram opened (by a wiretap holding the receiver's keys), so a test can
+//! pick datagrams by what they carry.
 
+use crate::crypto::{CipherSuite, REKEY_AFTER, SecureChannel, SessionKeys};
 use crate::link::LinkId;
-use crate::session::{LinkConfig, Role, Session, SessionConfig};
+use crate::session::{LinkConfig, Role, SealedSession, Session, SessionConfig};
 use crate::time::Instant;
 use bytes::Bytes;
 use std::cmp::Reverse;
@@ -34,9 +40,14 @@ type DropFn = Box<dyn FnMut(Dir, LinkId, u64, &[u8]) -> bool>;
 type JitterFn = Box<dyn FnMut(Dir, LinkId, u64) -> Duration>;
 
 pub struct Pair {
-    pub client: Session,
-    pub server: Session,
+    pub client: SealedSession,
+    pub server: SealedSession,
     pub now: Instant,
+    /// Opens what travels up (the server's keys) and down (the client's) for the drop rule.
+    taps: [SecureChannel; 2],
+    next_rekey: Instant,
+    /// Rekeys so far.
+    pub key_epoch: u8,
     pub links: Vec<PairLink>,
     in_flight: BinaryHeap<InFlight>,
     counter: u64,
@@ -76,10 +87,16 @@ impl Pair {
             .map(|(i, &(_, kbps))| LinkConfig::new(LinkId(i as u8), Some(server_addr), kbps * hint, kbps * hint))
             .collect();
         let server_offset = Duration::from_secs(3600);
+        let keys = pair_keys(0);
+        let client = Session::new(cfg(Role::Client), &lc, Instant::ZERO);
+        let server = Session::new(cfg(Role::Server), &[], Instant::ZERO + server_offset);
         Pair {
-            client: Session::new(cfg(Role::Client), &lc, Instant::ZERO),
-            server: Session::new(cfg(Role::Server), &[], Instant::ZERO + server_offset),
+            client: SealedSession::new(client, &keys, Instant::ZERO),
+            server: SealedSession::new(server, &keys.mirror(), Instant::ZERO + server_offset),
             now: Instant::ZERO,
+            taps: [SecureChannel::new(&keys.mirror(), Instant::ZERO), SecureChannel::new(&keys, Instant::ZERO)],
+            next_rekey: Instant::ZERO + REKEY_AFTER,
+            key_epoch: 0,
             links: links
                 .iter()
                 .map(|&(d, kbps)| PairLink {
@@ -102,8 +119,21 @@ impl Pair {
         }
     }
 
-    fn server_now(&self) -> Instant {
+    pub fn server_now(&self) -> Instant {
         self.now + self.server_offset
+    }
+
+    /// New keys at both ends (and the taps), as a handshake on the running session: the client
+    /// seals with them at once, the server once they opened a datagram (WireGuard 6.1).
+    fn rekey(&mut self) {
+        self.key_epoch = self.key_epoch.wrapping_add(1);
+        let keys = pair_keys(self.key_epoch);
+        let snow = self.server_now();
+        self.client.channel_mut().rekey(&keys, self.now, true);
+        self.server.channel_mut().rekey(&keys.mirror(), snow, false);
+        self.taps[Dir::Up as usize].rekey(&keys.mirror(), self.now, false);
+        self.taps[Dir::Down as usize].rekey(&keys, self.now, true);
+        self.next_rekey = self.now + REKEY_AFTER;
     }
 
     /// Drains both sessions' transmissions into the links.
@@ -112,11 +142,13 @@ impl Pair {
         loop {
             let mut any = false;
             while let Some(t) = self.client.poll_transmit(self.now, &mut buf) {
+                let t = t.expect("keys renewed before they expire");
                 self.launch(Dir::Up, t.link, buf[..t.len].to_vec());
                 any = true;
             }
             let snow = self.server_now();
             while let Some(t) = self.server.poll_transmit(snow, &mut buf) {
+                let t = t.expect("keys renewed before they expire");
                 self.launch(Dir::Down, t.link, buf[..t.len].to_vec());
                 any = true;
             }
@@ -135,8 +167,12 @@ impl Pair {
     fn launch(&mut self, dir: Dir, link: LinkId, bytes: Vec<u8>) {
         self.counter += 1;
         let n = self.counter;
+        let mut plain = Vec::new();
+        // Every datagram is opened once, in the order it was sealed: the tap's replay window
+        // never refuses one, so a failure here is a sealing defect.
+        self.taps[dir as usize].open(self.now, &bytes, &mut plain).expect("the tap opens what was sealed");
         let Some(l) = self.links.get_mut(link.0 as usize) else { return };
-        if !l.up || (self.drop)(dir, link, n, &bytes) {
+        if !l.up || (self.drop)(dir, link, n, &plain) {
             self.dropped += 1;
             return;
         }
@@ -170,12 +206,15 @@ impl Pair {
             let next_net = self.in_flight.peek().map(|Reverse((t, ..))| *t);
             let next_c = self.client.poll_timeout();
             let next_s = self.server.poll_timeout().map(|t| t.saturating_sub(self.server_offset));
-            let next = [next_net, next_c, next_s].into_iter().flatten().min();
+            let next = [next_net, next_c, next_s, Some(self.next_rekey)].into_iter().flatten().min();
             let Some(next) = next.filter(|&t| t <= until) else {
                 self.now = until;
                 break;
             };
             self.now = self.now.max(next);
+            if self.now >= self.next_rekey {
+                self.rekey();
+            }
             while let Some(Reverse((t, ..))) = self.in_flight.peek() {
                 if *t > self.now {
                     break;
@@ -184,10 +223,12 @@ impl Pair {
                 match dir {
                     Dir::Up => {
                         let from = self.client_addrs[link as usize];
-                        let _ = self.server.handle_datagram(self.server_now(), None, from, &bytes);
+                        let snow = self.server_now();
+                        let _ = self.server.handle_datagram(snow, snow, None, from, &bytes);
                     }
                     Dir::Down => {
-                        let _ = self.client.handle_datagram(self.now, Some(LinkId(link)), self.server_addr, &bytes);
+                        let (now, link) = (self.now, Some(LinkId(link)));
+                        let _ = self.client.handle_datagram(now, now, link, self.server_addr, &bytes);
                     }
                 }
             }
@@ -210,6 +251,11 @@ impl Pair {
         let t = self.now + d;
         self.run_until(t);
     }
+}
+
+/// The keys of the pair's `epoch`: fixed, since only their being real matters here.
+fn pair_keys(epoch: u8) -> SessionKeys {
+    SessionKeys { suite: CipherSuite::ChaCha20Poly1305, send: [epoch; 32], recv: [epoch ^ 0x80; 32] }
 }
 
 /// A recognisable passenger packet: its index in the first 8 bytes, then filler.

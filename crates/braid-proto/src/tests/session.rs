@@ -5,7 +5,7 @@ use crate::aqm::AqmConfig;
 use crate::link::{LinkId, LinkState};
 use crate::recovery::RecoveryKind;
 use crate::scheduler::SchedulerKind;
-use crate::session::{Role, SessionConfig};
+use crate::session::{Role, SealedDatagramError, Session, SessionConfig};
 use crate::time::Instant;
 use crate::wire::{DATA_ACK_LEN, DATA_HEADER_LEN, DataRepr, FLAG_ACK, Header, PacketType};
 use proptest::prelude::*;
@@ -260,8 +260,15 @@ fn garbage_and_foreign_datagrams_are_counted_and_dropped() {
     exchange(&mut p, 10, Duration::from_millis(10), 200);
     let from = addr("198.51.100.1:5000");
     let t = p.now + Duration::from_secs(3600);
-    assert!(p.server.handle_datagram(t, None, from, &[0xff; 40]).is_err());
-    assert!(p.server.handle_datagram(t, None, from, &[]).is_err());
+    // On the sealed path nothing of this reaches the engine: it does not open.
+    for d in [&[0xff; 40][..], &[]] {
+        assert!(matches!(p.server.handle_datagram(t, t, None, from, d), Err(SealedDatagramError::Rejected(_))));
+    }
+    assert_eq!(p.server.stats().malformed, 0);
+    // The engine behind it still refuses whatever it is handed, and counts it.
+    let engine: &mut Session = &mut p.server;
+    assert!(engine.handle_datagram(t, None, from, &[0xff; 40]).is_err());
+    assert!(engine.handle_datagram(t, None, from, &[]).is_err());
     let mut foreign = vec![0u8; 30];
     crate::wire::Header {
         ptype: crate::wire::PacketType::Data,
@@ -273,7 +280,7 @@ fn garbage_and_foreign_datagrams_are_counted_and_dropped() {
     }
     .emit(&mut foreign)
     .unwrap();
-    assert!(p.server.handle_datagram(t, None, from, &foreign).is_err());
+    assert!(engine.handle_datagram(t, None, from, &foreign).is_err());
     let st = p.server.stats();
     assert_eq!((st.malformed, st.wrong_session), (2, 1));
     exchange(&mut p, 10, Duration::from_millis(10), 200);
@@ -366,24 +373,46 @@ proptest! {
         exchange(&mut p, 5, Duration::from_millis(10), 300);
         let from = p.client_addrs[0];
         let t = p.now + p.server_offset;
+        // Through the sealed path (the daemons') and, behind it, straight into the engines.
         for g in &garbage {
-            let _ = p.server.handle_datagram(t, None, from, g);
-            let _ = p.client.handle_datagram(p.now, Some(LinkId(0)), p.server_addr, g);
+            prop_assert!(p.server.handle_datagram(t, t, None, from, g).is_err());
+            prop_assert!(p.client.handle_datagram(p.now, p.now, Some(LinkId(0)), p.server_addr, g).is_err());
+            let _ = Session::handle_datagram(&mut p.server, t, None, from, g);
+            let _ = Session::handle_datagram(&mut p.client, p.now, Some(LinkId(0)), p.server_addr, g);
         }
-        // Mutate a real datagram: a valid header makes the body decoders do the work.
+        // Mutate a real datagram, sealed and not: a valid header makes the body decoders do the
+        // work; a sealed one changed anywhere must not open.
         let mut buf = vec![0u8; 2048];
         p.send_up(&packet(99, 300));
-        if let Some(tx) = p.client.poll_transmit(p.now, &mut buf) {
+        if let Some(tx) = Session::poll_transmit(&mut p.client, p.now, &mut buf) {
             let mut d = buf[..tx.len].to_vec();
             for (i, b) in &flips {
                 let n = d.len();
                 d[i % n] ^= b;
             }
-            let _ = p.server.handle_datagram(t, None, from, &d);
+            let _ = Session::handle_datagram(&mut p.server, t, None, from, &d);
             let keep = cut % (d.len() + 1);
-            let _ = p.server.handle_datagram(t, None, from, &d[..keep]);
+            let _ = Session::handle_datagram(&mut p.server, t, None, from, &d[..keep]);
             d.extend_from_slice(&[0xab; 7]);
-            let _ = p.server.handle_datagram(t, None, from, &d);
+            let _ = Session::handle_datagram(&mut p.server, t, None, from, &d);
+        }
+        p.send_up(&packet(98, 300));
+        if let Some(Ok(tx)) = p.client.poll_transmit(p.now, &mut buf) {
+            let mut d = buf[..tx.len].to_vec();
+            let changed = flips.iter().fold(false, |c, (i, b)| {
+                let n = d.len();
+                d[i % n] ^= b;
+                c || *b != 0
+            });
+            let keep = cut % (d.len() + 1);
+            if changed {
+                let r = p.server.handle_datagram(t, t, None, from, &d);
+                prop_assert!(matches!(r, Err(SealedDatagramError::Rejected(_))) || d == buf[..tx.len], "{r:?}");
+            }
+            if keep < tx.len {
+                let r = p.server.handle_datagram(t, t, None, from, &d[..keep]);
+                prop_assert!(matches!(r, Err(SealedDatagramError::Rejected(_))), "{r:?}");
+            }
         }
         let before = p.delivered_up.len();
         for i in 100..110 {

@@ -7,7 +7,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::finite;
 use super::format_sweep_value;
-use super::plot::{Area, DrawResult, FONT, colour, short};
+use super::plot::{Area, DrawResult, FONT, colour, draw_legend, legend_entry, marker, short};
 use super::scheme_names;
 use crate::results::SimReport;
 
@@ -83,8 +83,9 @@ pub(super) fn fct_vs_bytes(root: &Area<'_>, report: &SimReport, title: &str, lab
         chart
             .draw_series(LineSeries::new(line.clone(), style))?
             .label(format!("{scheme} ({label} at each point)"))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
-        chart.draw_series(line.iter().map(|p| Circle::new(*p, 4, style.filled())))?;
+            .legend(legend_entry(i));
+        chart
+            .draw_series(line.iter().map(|p| EmptyElement::at(*p) + Polygon::new(marker(i, 0), colour(i).filled())))?;
         chart.draw_series(
             pts.iter()
                 .filter(|p| p.2 > 0.0)
@@ -98,11 +99,5 @@ pub(super) fn fct_vs_bytes(root: &Area<'_>, report: &SimReport, title: &str, lab
             )
         }))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .label_font((FONT, 14))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
+    draw_legend(&mut chart, SeriesLabelPosition::UpperRight)
 }

@@ -6,6 +6,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use plotters::coord::Shift;
+use plotters::element::ComposedElement;
 use plotters::prelude::*;
 use resvg::{tiny_skia, usvg};
 
@@ -60,7 +61,8 @@ pub enum PlotError {
 ///   value; likewise `goodput_vs_<label>` when the workload measured goodput.
 /// - `fct_vs_bytes_<label>` (when sweeping with flows): mean FCT against bytes sent per passenger
 ///   byte, one point per sweep value, one line per scheme: what each millisecond saved costs.
-/// - `throughput`: down throughput of each link over time in the first run, one panel per scheme
+/// - `throughput`: down throughput of each link over time, one panel per scheme: the mean over the
+///   runs with a band from the lowest to the highest run, binned to at most 150 points per line
 ///   (`throughput_<value>` per sweep value when sweeping). Not written if no run has a link.
 ///
 /// Returns the paths written, SVG then PNG for each plot.
@@ -113,7 +115,7 @@ pub fn write_plots(report: &SimReport, dir: &Path) -> Result<Vec<PathBuf>, PlotE
         let height = 70 + 280 * schemes.len().max(1) as u32;
         for &point in &points {
             let file = format!("throughput{}", suffix(point));
-            let title = format!("{}: down throughput per link, first run{}", report.scenario, at(point));
+            let title = format!("{}: down throughput per link{}", report.scenario, at(point));
             let svg = render(&file, (1000, height), |root| throughput(root, report, &schemes, point, &title))?;
             written.extend(save(dir, &file, &svg, &raster)?);
         }
@@ -143,6 +145,54 @@ const COLOURS: [RGBColor; 10] = [
 
 pub(super) fn colour(i: usize) -> RGBColor {
     COLOURS[i % COLOURS.len()]
+}
+
+/// The marker of scheme `i`, as a polygon around (0, 0) in pixels: a distinct shape per scheme
+/// (octagon, triangle, square, diamond, triangle down, hourglass), so the lines stay apart in
+/// print and in grey. Drawn with `EmptyElement::at(point) + Polygon::new(marker(i, 0), ..)`.
+pub(super) fn marker(i: usize, dx: i32) -> Vec<(i32, i32)> {
+    let shape: &[(i32, i32)] = match i % 6 {
+        0 => &[(-2, -5), (2, -5), (5, -2), (5, 2), (2, 5), (-2, 5), (-5, 2), (-5, -2)],
+        1 => &[(0, -6), (6, 4), (-6, 4)],
+        2 => &[(-4, -4), (4, -4), (4, 4), (-4, 4)],
+        3 => &[(0, -6), (6, 0), (0, 6), (-6, 0)],
+        4 => &[(0, 6), (6, -4), (-6, -4)],
+        _ => &[(-5, -5), (5, -5), (0, 0), (5, 5), (-5, 5), (0, 0)],
+    };
+    shape.iter().map(|&(x, y)| (x + dx, y)).collect()
+}
+
+/// A legend entry's drawing: a line and a marker.
+pub(super) type LegendEntry<'b> =
+    ComposedElement<(i32, i32), SVGBackend<'b>, PathElement<(i32, i32)>, Polygon<(i32, i32)>>;
+
+/// A legend entry: the scheme's line with its marker on it.
+pub(super) fn legend_entry<'b>(i: usize) -> impl Fn((i32, i32)) -> LegendEntry<'b> {
+    move |(x, y)| {
+        EmptyElement::at((x, y))
+            + PathElement::new(vec![(0, 0), (20, 0)], colour(i).stroke_width(2))
+            + Polygon::new(marker(i, 10), colour(i).filled())
+    }
+}
+
+/// The legend box every figure uses.
+pub(super) fn draw_legend<'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+    position: SeriesLabelPosition,
+) -> DrawResult {
+    chart
+        .configure_series_labels()
+        .position(position)
+        .label_font((FONT, 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+}
+
+/// Whether positive values from `lo` to `hi` span enough decades that a linear axis would flatten
+/// the small ones (a factor of 20 or more).
+pub(super) fn spans_decades(lo: f64, hi: f64) -> bool {
+    lo > 0.0 && hi.is_finite() && hi / lo >= 20.0
 }
 
 /// Most points drawn for one CDF: more adds SVG bytes, not information, at this size.
@@ -214,13 +264,7 @@ fn fct_cdf(root: &Area<'_>, report: &SimReport, point: Option<f64>, title: &str)
     if series.iter().all(|(_, done, _)| done.is_empty()) {
         chart.draw_series([Text::new("no completed flows", ((lo * hi).sqrt(), 0.5), (FONT, 20).into_font())])?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .label_font((FONT, 14))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
+    draw_legend(&mut chart, SeriesLabelPosition::LowerRight)
 }
 
 /// Staircase of the empirical CDF of `done` (sorted) out of `total` flows, from `lo` to `hi`.
@@ -284,7 +328,14 @@ fn versus(root: &Area<'_>, report: &SimReport, metric: Metric, title: &str, labe
         .collect();
     let pts = || series.iter().flat_map(|(_, p)| p.iter());
     let (x_min, x_max) = pts().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| (lo.min(p.0), hi.max(p.0)));
-    let (x_lo, x_hi) = if x_max > x_min {
+    let (m_min, m_max) = pts().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| (lo.min(p.1), hi.max(p.1)));
+    // Log axes where the values span decades (loss rates 0.001-0.1, FCTs from 0.1 s to 30 s): on a
+    // linear axis the small ones collapse onto each other.
+    let log_x = spans_decades(x_min, x_max);
+    let log_y = spans_decades(m_min, m_max);
+    let (x_lo, x_hi) = if log_x {
+        decades(Some(x_min), Some(x_max))
+    } else if x_max > x_min {
         let pad = 0.06 * (x_max - x_min);
         (x_min - pad, x_max + pad)
     } else if x_min.is_finite() {
@@ -296,73 +347,94 @@ fn versus(root: &Area<'_>, report: &SimReport, metric: Metric, title: &str, labe
     let y_top = pts().map(|p| p.1 + p.2).fold(0.0, f64::max);
     // FCT and goodput are never negative: the axis starts at 0 and error bars are cut there (with two
     // runs, t = 12.7 makes wide intervals), unless a mean itself is negative.
-    let y_bottom = pts().map(|p| p.1).fold(0.0, f64::min);
-    let y_hi = if y_top > y_bottom { y_top + 0.08 * (y_top - y_bottom) } else { y_bottom + 1.0 };
-
-    let mut chart = ChartBuilder::on(root)
-        .caption(title, (FONT, 22))
-        .margin(15)
-        .x_label_area_size(50)
-        .y_label_area_size(75)
-        .build_cartesian_2d(x_lo..x_hi, y_bottom..y_hi)?;
-    chart
-        .configure_mesh()
-        .x_desc(label)
-        .y_desc(axis)
-        .x_label_formatter(&|v| short(*v))
-        .y_label_formatter(&|v| short(*v))
-        .max_light_lines(4)
-        .label_style((FONT, 14))
-        .axis_desc_style((FONT, 16))
-        .draw()?;
-    let span = x_hi - x_lo;
+    let (y_bottom, y_hi) = if log_y {
+        let lowest = pts().map(|p| if p.1 - p.2 > 0.0 { p.1 - p.2 } else { p.1 }).fold(f64::INFINITY, f64::min);
+        decades(Some(lowest), Some(y_top))
+    } else {
+        let y_bottom = pts().map(|p| p.1).fold(0.0, f64::min);
+        (y_bottom, if y_top > y_bottom { y_top + 0.08 * (y_top - y_bottom) } else { y_bottom + 1.0 })
+    };
+    let x_desc = if log_x { format!("{label} (log scale)") } else { label.to_string() };
+    let y_desc = if log_y { format!("{axis} (log scale)") } else { axis.to_string() };
+    // Each scheme is shifted a little sideways so that error bars at the same value do not overlap:
+    // by a share of the axis, in the axis' own terms.
+    let shift = move |x: f64, share: f64| {
+        if log_x { x * (x_hi / x_lo).powf(share) } else { x + share * (x_hi - x_lo) }
+    };
     let count = series.len();
-    for (i, (scheme, pts)) in series.iter().enumerate() {
-        let style = colour(i).stroke_width(2);
-        // Shift each scheme a little sideways so that error bars at the same value do not overlap.
-        let dodge = (i as f64 - (count as f64 - 1.0) / 2.0) * 0.008 * span;
-        let cap = 0.006 * span;
-        let line: Vec<(f64, f64)> = pts.iter().map(|(x, m, _)| (x + dodge, *m)).collect();
-        chart
-            .draw_series(LineSeries::new(line.clone(), style))?
-            .label(scheme.to_string())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
-        chart.draw_series(line.iter().map(|p| Circle::new(*p, 4, style.filled())))?;
-        chart.draw_series(pts.iter().filter(|p| p.2 > 0.0).flat_map(|(x, m, ci)| {
-            let (x, low, high) = (x + dodge, (m - ci).max(y_bottom), m + ci);
-            [
-                PathElement::new(vec![(x, low), (x, high)], style),
-                PathElement::new(vec![(x - cap, low), (x + cap, low)], style),
-                PathElement::new(vec![(x - cap, high), (x + cap, high)], style),
-            ]
-        }))?;
+    macro_rules! draw {
+        ($x:expr, $y:expr) => {{
+            let mut chart = ChartBuilder::on(root)
+                .caption(title, (FONT, 22))
+                .margin(15)
+                .x_label_area_size(50)
+                .y_label_area_size(75)
+                .build_cartesian_2d($x, $y)?;
+            chart
+                .configure_mesh()
+                .x_desc(x_desc.as_str())
+                .y_desc(y_desc.as_str())
+                .x_label_formatter(&|v| short(*v))
+                .y_label_formatter(&|v| short(*v))
+                .max_light_lines(4)
+                .label_style((FONT, 14))
+                .axis_desc_style((FONT, 16))
+                .draw()?;
+            for (i, (scheme, pts)) in series.iter().enumerate() {
+                let style = colour(i).stroke_width(2);
+                let dodge = (i as f64 - (count as f64 - 1.0) / 2.0) * 0.008;
+                let line: Vec<(f64, f64)> = pts.iter().map(|(x, m, _)| (shift(*x, dodge), *m)).collect();
+                chart
+                    .draw_series(LineSeries::new(line.clone(), style))?
+                    .label(scheme.to_string())
+                    .legend(legend_entry(i));
+                chart.draw_series(
+                    line.iter().map(|p| EmptyElement::at(*p) + Polygon::new(marker(i, 0), colour(i).filled())),
+                )?;
+                chart.draw_series(pts.iter().filter(|p| p.2 > 0.0).flat_map(|(x, m, ci)| {
+                    let x = shift(*x, dodge);
+                    let (low, high) = ((m - ci).max(y_bottom), m + ci);
+                    let (left, right) = (shift(x, -0.006), shift(x, 0.006));
+                    [
+                        PathElement::new(vec![(x, low), (x, high)], style),
+                        PathElement::new(vec![(left, low), (right, low)], style),
+                        PathElement::new(vec![(left, high), (right, high)], style),
+                    ]
+                }))?;
+            }
+            draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)
+        }};
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .label_font((FONT, 14))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
+    match (log_x, log_y) {
+        (false, false) => draw!(x_lo..x_hi, y_bottom..y_hi),
+        (true, false) => draw!((x_lo..x_hi).log_scale(), y_bottom..y_hi),
+        (false, true) => draw!(x_lo..x_hi, (y_bottom..y_hi).log_scale()),
+        (true, true) => draw!((x_lo..x_hi).log_scale(), (y_bottom..y_hi).log_scale()),
+    }
 }
 
 /// One panel per scheme: each link's down throughput per second of the scheme's first run.
 fn throughput(root: &Area<'_>, report: &SimReport, schemes: &[&str], point: Option<f64>, title: &str) -> DrawResult {
     let root = root.titled(title, (FONT, 22))?;
     let runs: Vec<_> = schemes.iter().map(|s| first_run(report, s, point)).collect();
+    // Per scheme and link: each second's mean over the runs and the lowest and highest run.
+    let bands: Vec<Vec<Band>> = schemes.iter().map(|s| link_bands(&runs_of(report, s, point))).collect();
     // One y scale for all panels, so that schemes compare at a glance.
-    let values = || runs.iter().flatten().flat_map(|r| r.links.iter().flat_map(|l| l.down_kbps_series.iter().copied()));
-    let y_max = values().filter(|v| v.is_finite()).fold(0.0, f64::max);
+    let y_max =
+        bands.iter().flatten().flat_map(|b| b.iter().map(|p| p.3)).filter(|v| v.is_finite()).fold(0.0, f64::max);
     let y_hi = if y_max > 0.0 { y_max * 1.08 } else { 1.0 };
-    let seconds =
-        runs.iter().flatten().flat_map(|r| r.links.iter().map(|l| l.down_kbps_series.len())).max().unwrap_or(0);
-    let x_hi = seconds.max(1) as f64;
+    let seconds = bands.iter().flatten().flat_map(|b| b.last().map(|p| p.0 + 0.5)).fold(0.0, f64::max);
+    let x_hi = seconds.max(1.0);
 
-    for ((scheme, run), panel) in schemes.iter().zip(&runs).zip(root.split_evenly((schemes.len().max(1), 1))) {
+    for (((scheme, run), panel), bands) in
+        schemes.iter().zip(&runs).zip(root.split_evenly((schemes.len().max(1), 1))).zip(&bands)
+    {
         // The legend goes in a column to the right: throughput series fill their panel, so a legend
         // inside would hide data wherever it sat.
         let (panel, legend) = panel.split_horizontally(panel.dim_in_pixel().0 as i32 - LEGEND_WIDTH);
+        let n = runs_of(report, scheme, point).len();
         let caption = match run {
+            Some(_) if n > 1 => format!("{scheme} (mean of {n} runs, band: lowest to highest run)"),
             Some(r) => format!("{scheme} (run {}, seed {})", r.run, r.seed),
             None => format!("{scheme} (no run)"),
         };
@@ -383,17 +455,15 @@ fn throughput(root: &Area<'_>, report: &SimReport, schemes: &[&str], point: Opti
             .axis_desc_style((FONT, 15))
             .draw()?;
         let links = run.map_or(&[][..], |r| &r.links[..]);
-        for (i, link) in links.iter().enumerate() {
+        for (i, (link, band)) in links.iter().zip(bands).enumerate() {
             let style = colour(i).stroke_width(2);
-            // Bin s covers [s, s+1): draw it at its middle.
-            let line = link
-                .down_kbps_series
-                .iter()
-                .enumerate()
-                .filter(|(_, v)| v.is_finite())
-                .map(|(s, v)| (s as f64 + 0.5, *v));
+            if n > 1 {
+                let mut outline: Vec<(f64, f64)> = band.iter().map(|p| (p.0, p.3)).collect();
+                outline.extend(band.iter().rev().map(|p| (p.0, p.2)));
+                chart.draw_series([Polygon::new(outline, colour(i).mix(0.2).filled())])?;
+            }
             chart
-                .draw_series(LineSeries::new(line, style))?
+                .draw_series(LineSeries::new(band.iter().map(|p| (p.0, p.1)), style))?
                 .label(link.name.clone())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
         }
@@ -407,6 +477,51 @@ fn throughput(root: &Area<'_>, report: &SimReport, schemes: &[&str], point: Opti
         }
     }
     Ok(())
+}
+
+/// One link's throughput over time: (bin middle in s, mean, lowest, highest over the runs), kbit/s.
+type Band = Vec<(f64, f64, f64, f64)>;
+
+/// Most points per throughput line: seconds are averaged into bins beyond this, which keeps long
+/// runs' figures small and readable (a 600 s run at one point per second drew 600 wiggles).
+const THROUGHPUT_POINTS: usize = 150;
+
+/// Per link (in the order of the first run's links), the down throughput per time bin across
+/// `runs`: the mean and the lowest and highest run. Non-finite samples are left out.
+fn link_bands(runs: &[&crate::results::RunResult]) -> Vec<Band> {
+    let Some(first) = runs.iter().min_by_key(|r| r.run) else { return Vec::new() };
+    first
+        .links
+        .iter()
+        .enumerate()
+        .map(|(li, _)| {
+            let series: Vec<&[f64]> =
+                runs.iter().filter_map(|r| r.links.get(li)).map(|l| &l.down_kbps_series[..]).collect();
+            let seconds = series.iter().map(|s| s.len()).max().unwrap_or(0);
+            let bin = seconds.div_ceil(THROUGHPUT_POINTS).max(1);
+            (0..seconds.div_ceil(bin))
+                .filter_map(|b| {
+                    let range = b * bin..((b + 1) * bin).min(seconds);
+                    // Each run's mean over the bin, then across runs.
+                    let per_run: Vec<f64> = series
+                        .iter()
+                        .filter_map(|s| {
+                            let v: Vec<f64> =
+                                s.get(range.clone()).unwrap_or(&[]).iter().copied().filter(|v| v.is_finite()).collect();
+                            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+                        })
+                        .collect();
+                    if per_run.is_empty() {
+                        return None;
+                    }
+                    let mean = per_run.iter().sum::<f64>() / per_run.len() as f64;
+                    let lo = per_run.iter().copied().fold(f64::INFINITY, f64::min);
+                    let hi = per_run.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    Some(((range.start + range.end) as f64 / 2.0, mean, lo, hi))
+                })
+                .collect()
+        })
+        .collect()
 }
 
 /// A tick label: a few significant digits, no trailing zeros (`0.05`, `1500`, `0.3`).
@@ -489,7 +604,19 @@ impl Rasteriser {
         let mut pixmap = tiny_skia::Pixmap::new(size.width(), size.height())
             .ok_or_else(|| png_error(format!("no pixmap of {}x{}", size.width(), size.height())))?;
         resvg::render(&tree, tiny_skia::Transform::from_scale(PNG_SCALE, PNG_SCALE), &mut pixmap.as_mut());
-        pixmap.encode_png().map_err(|e| png_error(e.to_string()))
+        // The background is opaque white, so the alpha channel carries nothing: RGB, every row
+        // filtered as suits it, compressed hard (the figures go into the repository's docs).
+        let rgb: Vec<u8> = pixmap.data().chunks_exact(4).flat_map(|p| [p[0], p[1], p[2]]).collect();
+        let mut out = Vec::new();
+        let mut encoder = png::Encoder::new(&mut out, size.width(), size.height());
+        encoder.set_color(png::ColorType::Rgb);
+        encoder.set_depth(png::BitDepth::Eight);
+        encoder.set_compression(png::Compression::Best);
+        encoder.set_adaptive_filter(png::AdaptiveFilterType::Adaptive);
+        let mut writer = encoder.write_header().map_err(|e| png_error(e.to_string()))?;
+        writer.write_image_data(&rgb).map_err(|e| png_error(e.to_string()))?;
+        writer.finish().map_err(|e| png_error(e.to_string()))?;
+        Ok(out)
     }
 }
 
@@ -551,6 +678,43 @@ mod tests {
         let vs = std::fs::read_to_string(dir.join("fct_vs_loss.svg")).unwrap();
         assert!(vs.contains("mean FCT (s)") && vs.contains("95 % CI"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn plots_are_small_and_show_every_run() {
+        let dir = fixture::temp_dir("plots-small");
+        let report = fixture::report(true);
+        let files = write_plots(&report, &dir).unwrap();
+        for path in &files {
+            let len = std::fs::metadata(path).unwrap().len();
+            assert!(len < 300_000, "{} is {len} bytes", path.display());
+        }
+        let n = runs_of(&report, "oec", Some(fixture::SWEEP[0])).len();
+        assert!(n > 1);
+        let throughput = std::fs::read_to_string(dir.join("throughput_0.01.svg")).unwrap();
+        assert!(throughput.contains(&format!("oec (mean of {n} runs, band: lowest to highest run)")), "{throughput}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn values_spanning_decades_get_a_log_axis() {
+        assert!(spans_decades(0.001, 0.1) && !spans_decades(0.01, 0.05) && !spans_decades(0.0, 1.0));
+        let linear = fixture::report(true);
+        let svg = |report: &SimReport| {
+            let metric: Metric = |r| (r.fct_mean_s, r.fct_ci95_s);
+            render("v", (900, 560), |root| versus(root, report, metric, "t", "loss", "mean FCT (s)")).unwrap()
+        };
+        assert!(!svg(&linear).contains("log scale"));
+        // Sweep values 0.0002 and 0.05 and means 250 times apart: both axes logarithmic.
+        let mut wide = linear.clone();
+        for r in &mut wide.results {
+            if r.sweep_value == Some(fixture::SWEEP[0]) {
+                r.sweep_value = Some(0.0002);
+                r.fct_mean_s = r.fct_mean_s.map(|m| m / 250.0);
+            }
+        }
+        let drawn = svg(&wide);
+        assert!(drawn.contains("loss (log scale)") && drawn.contains("mean FCT (s) (log scale)"));
     }
 
     #[test]

@@ -14,9 +14,9 @@ use super::servers::{self, ServerChoice};
 use super::status::{DaemonStatus, session_status};
 use super::{Clock, Input, control, metrics, netwatch, spawn_signals, tun, uplink};
 use anyhow::Context;
-use braid_proto::crypto::{Initiator, InitiatorEvent, Reject, RejectCounts, SecureChannel, TAG_LEN};
+use braid_proto::crypto::{Initiator, InitiatorEvent, Reject, RejectCounts, TAG_LEN};
 use braid_proto::wire::{Header, PacketType};
-use braid_proto::{LinkConfig, LinkId, Role, Session, SessionConfig};
+use braid_proto::{LinkConfig, LinkId, Role, SealedDatagramError, SealedSession, Session, SessionConfig};
 use bytes::Bytes;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -79,19 +79,13 @@ fn retry_interval(sent: u32) -> Duration {
     HANDSHAKE_RETRY.saturating_mul(1 << sent.saturating_sub(1).min(2)).min(HANDSHAKE_RETRY_MAX)
 }
 
-/// A session keyed by a finished handshake.
-struct Keyed {
-    session: Session,
-    channel: SecureChannel,
-}
-
 /// The client's state, owned by its loop.
 struct Client {
     path: PathBuf,
     clock: Clock,
     cfg: ClientConfig,
     mtu: u16,
-    keyed: Option<Keyed>,
+    keyed: Option<SealedSession>,
     initiator: Initiator,
     /// When the pending initiation was sent.
     initiated_at: Option<braid_proto::Instant>,
@@ -109,7 +103,6 @@ struct Client {
     /// When the server in use is to be looked up (at start, and after it was given up).
     resolve_due: Option<braid_proto::Instant>,
     buf: Vec<u8>,
-    scratch: Vec<u8>,
     tx: mpsc::Sender<Input>,
     send_errors: u64,
     garbage: u64,
@@ -192,7 +185,6 @@ async fn run_async(path: PathBuf, cfg: ClientConfig) -> anyhow::Result<()> {
         servers,
         resolve_due: Some(braid_proto::Instant::ZERO),
         buf,
-        scratch: Vec::with_capacity(65536),
         tx,
         send_errors: 0,
         garbage: 0,
@@ -213,7 +205,7 @@ impl Client {
     async fn run(&mut self, mut rx: mpsc::Receiver<Input>) {
         let mut idle_spins = 0u32;
         loop {
-            let engine = self.keyed.as_ref().and_then(|k| k.session.poll_timeout());
+            let engine = self.keyed.as_ref().and_then(|k| k.poll_timeout());
             let next = [engine, self.handshake_due(), self.resolve_due].into_iter().flatten().min();
             let deadline = next.map(|t| self.clock.tokio_instant(t));
             let first = tokio::select! {
@@ -229,9 +221,9 @@ impl Client {
             }
             let now = self.clock.now();
             if let Some(k) = self.keyed.as_mut()
-                && k.session.poll_timeout().is_some_and(|t| t <= now)
+                && k.poll_timeout().is_some_and(|t| t <= now)
             {
-                k.session.handle_timeout(now);
+                k.handle_timeout(now);
             }
             if self.resolve_due.is_some_and(|t| t <= now) {
                 self.resolve(now).await;
@@ -254,7 +246,7 @@ impl Client {
         match input {
             Input::Tun(p) => match self.keyed.as_mut() {
                 Some(k) => {
-                    if let Err(e) = k.session.handle_tun_packet(now, &p) {
+                    if let Err(e) = k.handle_tun_packet(now, &p) {
                         tracing::debug!(error = %e, "passenger packet refused");
                     }
                 }
@@ -273,12 +265,16 @@ impl Client {
                         };
                         // The engine gets the kernel's receive time (its estimators time
                         // arrivals); the crypto layer's timers run on the loop's now.
-                        if let Err(r) = k.channel.open(now, &data, &mut self.scratch) {
-                            self.rejected.count(r);
-                            tracing::trace!(%from, reason = %r, "datagram rejected");
-                        } else if let Err(e) = k.session.handle_datagram(at, Some(id), from, &self.scratch) {
-                            self.garbage += 1;
-                            tracing::debug!(%from, error = %e, "authentic datagram refused by the engine");
+                        match k.handle_datagram(now, at, Some(id), from, &data) {
+                            Ok(()) => {}
+                            Err(SealedDatagramError::Rejected(r)) => {
+                                self.rejected.count(r);
+                                tracing::trace!(%from, reason = %r, "datagram rejected");
+                            }
+                            Err(SealedDatagramError::Engine(e)) => {
+                                self.garbage += 1;
+                                tracing::debug!(%from, error = %e, "authentic datagram refused by the engine");
+                            }
                         }
                     }
                 }
@@ -309,8 +305,8 @@ impl Client {
             return Some(at + retry_interval(self.hs_sent));
         }
         let Some(k) = self.keyed.as_ref() else { return Some(braid_proto::Instant::from_micros(0)) };
-        let rekey = k.channel.keys_born() + Duration::from_secs(self.cfg.rekey_s);
-        let rejoin = k.channel.last_authentic() + Duration::from_secs(self.cfg.rejoin_s);
+        let rekey = k.channel().keys_born() + Duration::from_secs(self.cfg.rekey_s);
+        let rejoin = k.channel().last_authentic() + Duration::from_secs(self.cfg.rejoin_s);
         Some(rekey.min(rejoin))
     }
 
@@ -366,7 +362,7 @@ impl Client {
         let Some(server) = self.servers.addr() else { return };
         let rejoin = Duration::from_secs(self.cfg.rejoin_s);
         let silent =
-            self.keyed.as_ref().is_none_or(|k| now.saturating_duration_since(k.channel.last_authentic()) >= rejoin);
+            self.keyed.as_ref().is_none_or(|k| now.saturating_duration_since(k.channel().last_authentic()) >= rejoin);
         if self.servers.handle_initiation(silent) {
             let gone = self.servers.entry().to_string();
             self.servers.advance();
@@ -394,7 +390,7 @@ impl Client {
         if cookie.is_none() {
             self.next_hs_link = (i + 1) % n;
         }
-        let wanted = self.keyed.as_ref().map_or(0, |k| k.session.config().session_id);
+        let wanted = self.keyed.as_ref().map_or(0, |k| k.config().session_id);
         let id = self.uplinks[i].id;
         let mut out = [0u8; 256];
         let len = match self.initiator.initiate(now, wall_ns(), wanted, id, &mut out) {
@@ -427,7 +423,7 @@ impl Client {
                 tracing::info!(uplink = link.0, "cookie received; retrying the handshake with it");
             }
             Ok(InitiatorEvent::UnknownSession(id)) => {
-                let ours = self.keyed.as_ref().map(|k| k.session.config().session_id);
+                let ours = self.keyed.as_ref().map(|k| k.config().session_id);
                 if ours != Some(id) {
                     self.rejected.count(Reject::Malformed);
                     return;
@@ -449,15 +445,13 @@ impl Client {
                 self.servers.handle_answer();
                 self.initiated_at = None;
                 self.hs_sent = 0;
-                if let Some(k) =
-                    self.keyed.as_mut().filter(|k| e.continued && k.session.config().session_id == e.session)
-                {
-                    k.channel.rekey(&e.keys, now, true);
+                if let Some(k) = self.keyed.as_mut().filter(|k| e.continued && k.config().session_id == e.session) {
+                    k.channel_mut().rekey(&e.keys, now, true);
                     tracing::info!(session = format_args!("{:04x}", e.session), "session rekeyed");
                     return;
                 }
                 let session = self.new_session(e.session, now);
-                self.keyed = Some(Keyed { session, channel: SecureChannel::new(&e.keys, now) });
+                self.keyed = Some(SealedSession::new(session, &e.keys, now));
                 tracing::info!(session = format_args!("{:04x}", e.session), cipher = %e.keys.suite, "session established");
             }
         }
@@ -489,8 +483,14 @@ impl Client {
         // 5.2's send rate). One `now` for a whole flush, which takes a while when many datagrams
         // go out, squeezes the stamps together, so the link can look outpaced by its sender and
         // its capacity estimate fall.
-        while let Some(t) = k.session.poll_transmit(self.clock.now(), &mut self.buf) {
+        while let Some(sealed) = k.poll_transmit(self.clock.now(), &mut self.buf) {
             any = true;
+            let Ok(t) = sealed else {
+                // The buffer has room for the tag (sized at start), so the keys expired (the
+                // rekeys failed for REJECT_AFTER): dropped until a handshake succeeds.
+                self.send_errors += 1;
+                continue;
+            };
             let Some(dest) = t.destination.or(self.servers.addr()) else {
                 self.send_errors += 1;
                 continue;
@@ -509,24 +509,18 @@ impl Client {
                 self.send_errors += 1;
                 continue;
             };
-            let Ok(n) = k.channel.seal(self.clock.now(), &mut self.buf, t.len) else {
-                // The buffer has room for the tag (sized at start), so the keys expired (the
-                // rekeys failed for REJECT_AFTER): dropped until a handshake succeeds.
-                self.send_errors += 1;
-                continue;
-            };
             batching = Some(idx);
-            if let Err(e) = batch.push(sock, dest, &self.buf[..n]).await {
+            if let Err(e) = batch.push(sock, dest, &self.buf[..t.len]).await {
                 self.send_errors += 1;
                 tracing::trace!(link = %t.link, error = %e, "send failed");
             }
         }
         self.send_errors += finish_batch(&mut self.uplinks, batching).await;
-        while let Some(p) = k.session.poll_deliver() {
+        while let Some(p) = k.poll_deliver() {
             any = true;
             deliver(&self.tun, &p).await;
         }
-        while let Some(e) = k.session.poll_event() {
+        while let Some(e) = k.poll_event() {
             let uplinks = &self.uplinks;
             super::log_event(e, None, |id| {
                 uplinks.get(usize::from(id.0)).map_or_else(|| id.to_string(), |u| u.cfg.name.clone())
@@ -559,9 +553,9 @@ impl Client {
             let (now, id, bound) = (self.clock.now(), self.uplinks[i].id, self.uplinks[i].socket.is_some());
             if let Some(k) = self.keyed.as_mut() {
                 if bound {
-                    k.session.handle_link_present(now, id);
+                    k.handle_link_present(now, id);
                 } else if had {
-                    k.session.handle_link_gone(now, id);
+                    k.handle_link_gone(now, id);
                 }
             }
         }
@@ -633,7 +627,7 @@ impl Client {
                         c.weight = weight;
                     }
                     if let Some(k) = self.keyed.as_mut() {
-                        k.session.set_link_weight(id, weight);
+                        k.set_link_weight(id, weight);
                     }
                     Response::ok()
                 }
@@ -642,7 +636,7 @@ impl Client {
             Request::SetRecovery { name, .. } => {
                 self.cfg.session.recovery = Some(name);
                 if let Some(k) = self.keyed.as_mut() {
-                    k.session.set_recovery(name.0);
+                    k.set_recovery(name.0);
                 }
                 tracing::info!(recovery = %name.0, "recovery switched");
                 Response::ok()
@@ -650,7 +644,7 @@ impl Client {
             Request::SetScheduler { name, .. } => {
                 self.cfg.session.scheduler = Some(name);
                 if let Some(k) = self.keyed.as_mut() {
-                    k.session.set_scheduler(name.0);
+                    k.set_scheduler(name.0);
                 }
                 tracing::info!(scheduler = %name.0, "scheduler switched");
                 Response::ok()
@@ -664,7 +658,7 @@ impl Client {
             .keyed
             .iter()
             .map(|k| {
-                let mut s = session_status(&k.session, now, |id| match self.uplinks.get(usize::from(id.0)) {
+                let mut s = session_status(k, now, |id| match self.uplinks.get(usize::from(id.0)) {
                     Some(u) => (u.cfg.name.clone(), Some(u.cfg.interface.clone()), u.socket.is_some()),
                     None => (id.to_string(), None, false),
                 });
@@ -672,8 +666,8 @@ impl Client {
                     Some(a) if a.to_string() != self.servers.entry() => format!("{} ({a})", self.servers.entry()),
                     _ => self.servers.entry().to_string(),
                 };
-                s.cipher = k.channel.suite().to_string();
-                s.key_age_s = now.saturating_duration_since(k.channel.keys_born()).as_secs_f64();
+                s.cipher = k.channel().suite().to_string();
+                s.key_age_s = now.saturating_duration_since(k.channel().keys_born()).as_secs_f64();
                 s
             })
             .collect();
@@ -701,13 +695,13 @@ impl Client {
             }
         };
         if let Some(k) = self.keyed.as_mut() {
-            cfg.session.apply(&mut k.session);
+            cfg.session.apply(k);
         }
         for u in &cfg.uplink {
             if let Some(id) = self.find_link(&u.name) {
                 if let Some(k) = self.keyed.as_mut() {
-                    k.session.set_link_weight(id, u.weight);
-                    k.session.set_link_metering(id, u.metering());
+                    k.set_link_weight(id, u.weight);
+                    k.set_link_metering(id, u.metering());
                 }
                 if let Some(c) = self.cfg.uplink.get_mut(usize::from(id.0)) {
                     c.weight = u.weight;

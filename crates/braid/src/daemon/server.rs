@@ -21,10 +21,10 @@ use super::{Clock, Input, control, metrics, spawn_signals, tun, uplink};
 use anyhow::Context;
 use braid_proto::crypto::{
     DuplicateKey, HandshakeKind, InitiationOutcome, PeerConfig, PendingResponse, RateLimiter, Reject, RejectCounts,
-    Responder, SecureChannel, TAG_LEN, unknown_session_hint,
+    Responder, TAG_LEN, unknown_session_hint,
 };
 use braid_proto::wire::{Header, PacketType};
-use braid_proto::{RecoveryKind, Role, SchedulerKind, Session, SessionConfig};
+use braid_proto::{RecoveryKind, Role, SchedulerKind, SealedDatagramError, SealedSession, Session, SessionConfig};
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
@@ -54,8 +54,7 @@ const HANDSHAKES_PER_TURN: usize = 16;
 const STALE_TIMESTAMP_IDLE: Duration = Duration::from_secs(5);
 
 struct Vehicle {
-    session: Session,
-    channel: SecureChannel,
+    session: SealedSession,
     /// Index in the responder's peer list.
     peer: usize,
     last_rx: braid_proto::Instant,
@@ -139,8 +138,6 @@ struct Server {
     hs_dropped: Arc<AtomicU64>,
     /// Handshake replies to send.
     outbox: Vec<(Vec<u8>, std::net::SocketAddr)>,
-    /// Where datagrams are opened.
-    scratch: Vec<u8>,
     /// Per-vehicle settings (`braid set --peer`), by `[[peer]]` name.
     overrides: HashMap<String, Override>,
 }
@@ -195,7 +192,6 @@ async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
         hint_limiter: RateLimiter::new(braid_proto::crypto::handshake::RATE_LIMITER_ENTRIES),
         hs_dropped,
         outbox: Vec::new(),
-        scratch: Vec::with_capacity(65536),
         overrides: HashMap::new(),
     };
     server.run(rx, hs_rx).await;
@@ -369,19 +365,20 @@ impl Server {
             self.hint(now, &h, from);
             return;
         };
-        if let Err(r) = v.channel.open(now, data, &mut self.scratch) {
-            self.counters.rejected.count(r);
-            // Answered as for an unknown session, so a prober cannot tell live session ids from
-            // dead ones. A genuine vehicle that gets such a hint for its live session (a forged
-            // datagram from its address, or its keys expired) handshakes naming that session,
-            // which the server continues as a rekey: nothing is lost.
-            self.hint(now, &h, from);
-            return;
-        }
-        // Authentic: the engine may now follow the uplink to `from`. It counts what it drops.
-        match v.session.handle_datagram(at, None, from, &self.scratch) {
+        // Opened first: only an authentic datagram lets the engine follow the uplink to `from`.
+        match v.session.handle_datagram(now, at, None, from, data) {
             Ok(()) => v.last_rx = now,
-            Err(_) => self.counters.garbage += 1,
+            // The engine counts what it drops.
+            Err(SealedDatagramError::Engine(_)) => self.counters.garbage += 1,
+            Err(SealedDatagramError::Rejected(r)) => {
+                self.counters.rejected.count(r);
+                // Answered as for an unknown session, so a prober cannot tell live session ids from
+                // dead ones. A genuine vehicle that gets such a hint for its live session (a forged
+                // datagram from its address, or its keys expired) handshakes naming that session,
+                // which the server continues as a rekey: nothing is lost.
+                self.hint(now, &h, from);
+                return;
+            }
         }
         dirty.insert(h.session);
     }
@@ -465,7 +462,7 @@ impl Server {
         self.counters.handshakes += 1;
         self.outbox.push((out[..n].to_vec(), from));
         if let Some(v) = self.sessions.get_mut(&id).filter(|_| continued) {
-            v.channel.rekey(&keys, now, false);
+            v.session.channel_mut().rekey(&keys, now, false);
             tracing::info!(peer = %name, session = format_args!("{id:04x}"), %from, "session rekeyed");
             return;
         }
@@ -478,8 +475,8 @@ impl Server {
         if let Some(entry) = self.peers.entry(peer) {
             meter(&mut session, entry);
         }
-        let channel = SecureChannel::new(&keys, now);
-        self.sessions.insert(id, Vehicle { session, channel, peer, last_rx: now, source_not_allowed: 0 });
+        let session = SealedSession::new(session, &keys, now);
+        self.sessions.insert(id, Vehicle { session, peer, last_rx: now, source_not_allowed: 0 });
         tracing::info!(peer = %name, session = format_args!("{id:04x}"), %from, cipher = %suite, "new session");
     }
 
@@ -524,16 +521,16 @@ impl Server {
         let Some(v) = self.sessions.get_mut(&id) else { return false };
         let mut any = false;
         // The clock is read per datagram, as on the client (`Client::flush` says why).
-        while let Some(t) = v.session.poll_transmit(self.clock.now(), &mut self.buf) {
+        while let Some(sealed) = v.session.poll_transmit(self.clock.now(), &mut self.buf) {
             any = true;
-            let Some(dest) = t.destination else { continue };
-            let Ok(n) = v.channel.seal(self.clock.now(), &mut self.buf, t.len) else {
+            let Ok(t) = sealed else {
                 // The buffer has room for the tag (sized above), so the keys expired: the
                 // vehicle's rekeys have failed for REJECT_AFTER; nothing goes out until one works.
                 self.counters.send_errors += 1;
                 continue;
             };
-            if self.batch.push(&self.sock, dest, &self.buf[..n]).await.is_err() {
+            let Some(dest) = t.destination else { continue };
+            if self.batch.push(&self.sock, dest, &self.buf[..t.len]).await.is_err() {
                 self.counters.send_errors += 1;
             }
         }
@@ -676,8 +673,8 @@ impl Server {
             .map(|v| {
                 let mut s = session_status(&v.session, now, |id| (uplink_name(&v.session, id), None, true));
                 s.peer = self.name(v.peer).to_string();
-                s.cipher = v.channel.suite().to_string();
-                s.key_age_s = now.saturating_duration_since(v.channel.keys_born()).as_secs_f64();
+                s.cipher = v.session.channel().suite().to_string();
+                s.key_age_s = now.saturating_duration_since(v.session.channel().keys_born()).as_secs_f64();
                 s.source_not_allowed = v.source_not_allowed;
                 s
             })

@@ -20,6 +20,10 @@ use crate::wire::{
 
 mod congestion;
 
+// braid: tests of braid's changes, each failing on upstream smoltcp (vendor/README.md).
+#[cfg(test)]
+mod braid_tests;
+
 macro_rules! tcp_trace {
     ($($arg:expr),*) => (net_log!(trace, $($arg),*));
 }
