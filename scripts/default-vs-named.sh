@@ -10,7 +10,7 @@
 #   RUNS=3 (runs per scheme, seeds from the file's own), BIN=target/release/braid,
 #   OUT=target/default-vs-named (JSON per file), JOBS (parallel runs, default all cores),
 #   ONLY=REGEX (keep only the named schemes whose name matches it, to save time on long files; the
-#   table then says "of those run")
+#   table then says "of those run"), REPORT_ONLY=1 (print the table from OUT's JSON of an earlier run)
 # Pass: ratio >= 0.95 and the default at least as good as the best single uplink.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,9 +18,10 @@ runs=${RUNS:-3}
 bin=${BIN:-target/release/braid}
 out=${OUT:-target/default-vs-named}
 mkdir -p "$out"
-[ -n "${BIN:-}" ] || cargo build --release --quiet -p braid
+[ -n "${BIN:-}" ] || [ -n "${REPORT_ONLY:-}" ] || cargo build --release --quiet -p braid
 if [ $# -eq 0 ]; then set -- scenarios/*.toml; fi
 for f in "$@"; do
+  [ -z "${REPORT_ONLY:-}" ] || break
   base=$(basename "$f" .toml)
   # The scratch copy finds the traces and schedules the file names beside it.
   for a in "$(dirname "$f")"/*; do
