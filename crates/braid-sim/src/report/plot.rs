@@ -201,8 +201,12 @@ const CDF_POINTS: usize = 2000;
 /// Width of the legend column of the throughput panels, pixels.
 const LEGEND_WIDTH: i32 = 110;
 
-/// PNG pixels per SVG pixel.
+/// PNG pixels per SVG pixel, for figures up to [`PNG_MAX_PIXELS`].
 const PNG_SCALE: f32 = 1.5;
+
+/// Most pixels in a PNG: a tall figure (throughput panels of many schemes) is rasterised at a
+/// smaller scale so that its file stays small; its SVG is there for print.
+const PNG_MAX_PIXELS: f32 = 0.9e6;
 
 pub(super) const FONT: &str = "sans-serif";
 
@@ -596,14 +600,16 @@ impl Rasteriser {
         let tree = usvg::Tree::from_str(svg, &self.options)
             .map_err(|source| PlotError::Svg { file: file.to_string(), source })?;
         let png_error = |message: String| PlotError::Png { file: file.to_string(), message };
+        let area = tree.size().width() * tree.size().height();
+        let scale = PNG_SCALE.min((PNG_MAX_PIXELS / area.max(1.0)).sqrt());
         let size = tree
             .size()
             .to_int_size()
-            .scale_by(PNG_SCALE)
-            .ok_or_else(|| png_error(format!("cannot scale {:?} by {PNG_SCALE}", tree.size())))?;
+            .scale_by(scale)
+            .ok_or_else(|| png_error(format!("cannot scale {:?} by {scale}", tree.size())))?;
         let mut pixmap = tiny_skia::Pixmap::new(size.width(), size.height())
             .ok_or_else(|| png_error(format!("no pixmap of {}x{}", size.width(), size.height())))?;
-        resvg::render(&tree, tiny_skia::Transform::from_scale(PNG_SCALE, PNG_SCALE), &mut pixmap.as_mut());
+        resvg::render(&tree, tiny_skia::Transform::from_scale(scale, scale), &mut pixmap.as_mut());
         // The background is opaque white, so the alpha channel carries nothing: RGB, every row
         // filtered as suits it, compressed hard (the figures go into the repository's docs).
         let rgb: Vec<u8> = pixmap.data().chunks_exact(4).flat_map(|p| [p[0], p[1], p[2]]).collect();
