@@ -58,8 +58,8 @@ pub const PROBE_LEN: Duration = Duration::from_millis(200);
 /// eight round trips; braid's uplinks have round trips of 30-200 ms, and their capacity changes
 /// with the vehicle's position on the scale of seconds.
 pub const PROBE_PERIOD: Duration = Duration::from_secs(1);
-/// A link whose packets met a queue of at least this much lately (the peer's echoes), or whose
-/// modelled queue is that long, is not probed: it already carries all the estimate allows, data
+/// A link whose packets met a queue of at least this much lately (the peer's echoes) is not
+/// probed: it already carries all the estimate allows, data
 /// that the earliest-arrival rule sends beyond that raises the estimate by itself, and the peer
 /// measures its capacity from how fast a queue drains (PluriBus 5.2's dispersion). Probing it
 /// would only lengthen the queue every passenger waits in.
@@ -222,8 +222,12 @@ impl TxLink {
                 self.probe = ProbePhase::Idle { next: now + PROBE_PERIOD };
             }
             ProbePhase::Idle { next } if now >= next && wanted && self.state == LinkState::Active => {
+                // Judged by the queue the peer measured, not the model's: the earliest-arrival
+                // rule fills a link's modelled queue up to the busiest link's, so under a bulk
+                // flow every link looks as full as the fullest, and a link faster than its
+                // estimate (bench-bond's uplink restored from 2 to 20 Mbit/s) was never probed.
                 let full = PROBE_MAX_QUEUE.as_micros() as f64;
-                if self.echoed_queue_us as f64 >= full || self.queue_left_us(now) > full {
+                if self.echoed_queue_us as f64 >= full {
                     self.probe = ProbePhase::Idle { next: now + PROBE_RETRY };
                     return;
                 }
@@ -301,17 +305,20 @@ impl TxLink {
     }
 
     /// Records a send: `Q <- max(0, Q - elapsed) + size / capacity` (PluriBus 5.2, as meant) and
-    /// returns the per-link sequence number to use.
+    /// returns the per-link sequence number to use. While a capacity probe runs, data is modelled
+    /// at the probe's gain as coded packets are ([`Self::on_send_spare`]), as BBR paces all of
+    /// its data at the probing gain: the earliest-arrival rule then gives the link gain times its
+    /// estimate. With coded packets alone, a link the rule kept as full in the model as the
+    /// others never had an empty modelled queue for them, and the probe sent nothing.
     pub fn on_send(&mut self, now: Instant, size: usize) -> u64 {
         self.on_send_at(now, size, self.capacity_bps())
     }
 
     /// Records a coded packet sent into spare capacity: while a capacity probe runs, it takes
     /// `size / (gain x capacity)` of the modelled queue, so the link has room again that much
-    /// sooner and the coders fill it at gain times the estimate (BBR's pacing gain, applied to
-    /// the packets that only repair). Data is still modelled at the estimate, so where the link
-    /// is no faster the model is short by what the probe overfilled; the peer's echoes show that
-    /// queue ([`Self::check_queue`]), which ends the probe and corrects the model.
+    /// sooner and the coders fill it at gain times the estimate (BBR's pacing gain). Where the
+    /// link is no faster the model is short by what the probe overfilled; the peer's echoes show
+    /// that queue ([`Self::check_queue`]), which ends the probe and corrects the model.
     pub fn on_send_spare(&mut self, now: Instant, size: usize) -> u64 {
         let rate = match self.probe {
             ProbePhase::Probing { gain, .. } => self.capacity_bps() * gain,
@@ -351,19 +358,31 @@ impl TxLink {
     /// traffic, and LEDBAT (RFC 6817) is the answer for that: watch the one-way delay. Each
     /// send is corrected at most once: echoes of datagrams sent before the last correction
     /// carry the error already added.
+    ///
+    /// A queue more than [`QUEUE_CORRECTION_MIN`] *shorter* than the model's is corrected too:
+    /// the link drains faster than its estimate (a modem's rate restored, cross traffic gone).
+    /// Left alone, the model kept such a link looking as full as the others under a bulk flow,
+    /// the earliest-arrival rule kept feeding it at the old estimate, no capacity probe could
+    /// start (the link looked full) and the peer, which only ever saw packets at the old rate,
+    /// had nothing faster to measure: bench-bond's 2 Mbit/s uplink restored to 20 took 1.2-3.5 s
+    /// to be used again. With the queue the peer measured, the link takes data sooner, delivers
+    /// it faster than the estimate, and the peer's delivery rate raises the estimate at once.
     pub fn check_queue(&mut self, now: Instant, echo_ts: u32, measured_us: i64) -> bool {
         let Some(sent) = self.sends.iter().rev().find(|s| s.wire_ts == echo_ts).copied() else { return false };
         self.echoed_queue_us = measured_us;
         if self.corrected_at.is_some_and(|c| sent.at <= c) {
             return false;
         }
-        let error = measured_us as f64 - sent.queue_us;
-        if error <= QUEUE_CORRECTION_MIN.as_micros() as f64 {
+        let error = measured_us.max(0) as f64 - sent.queue_us;
+        if error.abs() <= QUEUE_CORRECTION_MIN.as_micros() as f64 {
             return false;
         }
-        self.queue_us = self.queue_left_us(now) + error;
+        self.queue_us = (self.queue_left_us(now) + error).max(0.0);
         self.queue_at = now;
         self.corrected_at = self.last_send.or(Some(now));
+        if error < 0.0 {
+            return true;
+        }
         // A queue beyond the model's while probing: the link has no more to give. Stop at once,
         // before the modem's buffer overflows (BBR leaves startup when the pipe is full).
         if let ProbePhase::Probing { .. } | ProbePhase::Settling { .. } = self.probe {
@@ -545,9 +564,61 @@ mod tests {
         l.on_send(t1, 1250);
         assert!(!l.check_queue(t1, 12345, 1_000_000));
         assert!(l.check_queue(t1, t1.wire_timestamp(), 200_000));
-        // A queue shorter than the model's is left to the capacity estimator.
-        l.on_send(t1 + Duration::from_millis(1), 1250);
-        assert!(!l.check_queue(t1, (t1 + Duration::from_millis(1)).wire_timestamp(), 0));
+    }
+
+    #[test]
+    fn a_link_the_model_calls_full_but_the_peer_finds_empty_is_probed() {
+        // Regression (bench-bond's drop case): under a bulk flow the earliest-arrival rule keeps
+        // every link's modelled queue as long as the busiest one's, so an uplink restored from 2
+        // to 20 Mbit/s looked full and was never probed, though its packets met no queue.
+        let mut l = TxLink::new(LinkId(0), None, 0.0, LinkState::Active, Instant::ZERO);
+        l.handle_probe_timer(Instant::ZERO, true); // the first probe, from the unknown 1 Mbit/s
+        let t0 = Instant::from_millis(2000);
+        l.handle_probe_timer(t0, true); // ends it
+        l.handle_probe_timer(t0 + Duration::from_secs(3), true); // settles: nothing found
+        assert!(!l.is_probing());
+        let t1 = t0 + Duration::from_secs(5);
+        l.on_send(t1, 1000); // 8 ms of queue at 1 Mbit/s
+        assert!(!l.check_queue(t1, t1.wire_timestamp(), 0), "within the margin of the model");
+        assert!(l.queue_delay(t1) > PROBE_MAX_QUEUE);
+        l.handle_probe_timer(t1, true);
+        assert!(l.is_probing(), "the peer measured no queue worth the name: probe");
+        // A link whose packets did meet a queue is left alone.
+        let mut m = TxLink::new(LinkId(1), None, 1e6, LinkState::Active, Instant::ZERO);
+        m.on_send(t1, 1250);
+        m.check_queue(t1, t1.wire_timestamp(), 6_000);
+        m.handle_probe_timer(t1, true);
+        assert!(!m.is_probing());
+    }
+
+    #[test]
+    fn echoes_of_a_shorter_queue_correct_the_model_down() {
+        // Regression (bench-bond's drop case): an uplink restored from 2 to 20 Mbit/s drained
+        // faster than its estimate, but the model kept it as full as the other uplink's standing
+        // queue, so it was neither fed nor probed, and 1.2-3.5 s passed before it was used again.
+        let mut l = link(); // 1 Mbit/s: 1250 bytes take 10 ms
+        let t0 = Instant::from_millis(10);
+        for _ in 0..10 {
+            l.on_send(t0, 1250);
+        }
+        let last_ts = t0.wire_timestamp();
+        let later = t0 + Duration::from_millis(20);
+        // Within the margin, nothing moves.
+        assert!(!l.check_queue(later, last_ts, 95_000));
+        assert_eq!(l.queue_delay(later), Duration::from_millis(80));
+        // The peer saw the tenth packet wait 5 ms where the model said 100: the real queue is
+        // 95 ms shorter, so what is left of it is empty.
+        assert!(l.check_queue(later, last_ts, 5_000));
+        assert!(l.queue_is_empty(later));
+        // Echoes of sends before the correction do not correct again.
+        assert!(!l.check_queue(later, last_ts, 0));
+        // A later send corrects by its own error: modelled at 30 ms, measured at 12.
+        let t1 = later + Duration::from_millis(1);
+        l.on_send(t1, 1250);
+        l.on_send(t1, 1250);
+        l.on_send(t1, 1250);
+        assert!(l.check_queue(t1, t1.wire_timestamp(), 12_000));
+        assert_eq!(l.queue_delay(t1), Duration::from_millis(12));
     }
 
     #[test]
