@@ -448,9 +448,18 @@ impl RxEstimator {
         bps_to_kbps(self.capacity_bps)
     }
 
-    /// d + δ in µs (wrapping u32), if any packet has been seen.
+    /// d + δ in µs (wrapping u32), if any packet has been seen: PluriBus 5.3's average over
+    /// packets that likely met an empty queue, but never above the smallest `recv - send` of the
+    /// last 5-10 s (which includes that packet's own transmission, a fraction of a millisecond). Under a bulk flow a link's queue rarely drains, and samples the spacing test
+    /// lets through still carry queueing, which the average's slow rise gathered: on bench-bond's
+    /// 20 + 5 Mbit/s the busier uplink's d + δ stood 4-23 ms above the other's, the
+    /// earliest-arrival rule then took the other for the slower, and for seconds at a time one
+    /// uplink carried everything (18.3 Mbit/s where 23 fit). The windowed minimum is the
+    /// empty-queue delay whenever any packet met an empty queue lately, as BBR's min-RTT filter.
     pub fn owd_us(&self) -> Option<u32> {
-        self.owd_base.map(|b| b.wrapping_add(self.owd_avg.round() as i32 as u32))
+        let floor = self.floor.0.min(self.floor.1);
+        let off = if floor.is_finite() { self.owd_avg.min(floor) } else { self.owd_avg };
+        self.owd_base.map(|b| b.wrapping_add(off.round() as i32 as u32))
     }
 
     /// The highest `recv - send` of the last 100-200 ms in µs (wrapping u32, same clock offset as
@@ -579,6 +588,26 @@ mod tests {
         feed(&mut e2, 200, 1000, 1_000, 1e6, 30_000, 0, |_| false);
         let owd2 = e2.owd_us().unwrap() as i32;
         assert!((owd2 - 30_000).abs() <= 2, "burst owd {owd2}");
+    }
+
+    #[test]
+    fn owd_stays_at_the_floor_under_a_standing_queue() {
+        // Regression (bench-bond, 20 + 5 Mbit/s): packets spaced widely enough to pass the
+        // empty-queue test still met a standing queue of 20 ms, and the average crept up to it,
+        // so the busy uplink looked 4-23 ms slower than it was.
+        let mut e = RxEstimator::new(1e6);
+        let tx = 8_000u64; // 1000 B at 1 Mbit/s
+        let mut t = 0u64;
+        // 4.8 s: within the window of the minimum (the average has risen 19 ms by then).
+        for i in 0..200u64 {
+            let queue = if i < 10 { 0 } else { 20_000 };
+            e.handle(Instant::from_micros(t + tx + 30_000 + queue), seq::truncate(i), t as u32, 1000);
+            t += 3 * tx;
+        }
+        // The windowed minimum includes the packet's own transmission time, which the average
+        // leaves out: d + δ may read up to one transmission high, never the queue.
+        let owd = e.owd_us().unwrap();
+        assert!((30_000..=30_000 + tx as u32 + 2).contains(&owd), "owd {owd} µs, the empty-queue delay is 30000");
     }
 
     #[test]

@@ -222,6 +222,10 @@ impl TxLink {
                 self.probe = ProbePhase::Idle { next: now + PROBE_PERIOD };
             }
             ProbePhase::Idle { next } if now >= next && wanted && self.state == LinkState::Active => {
+                // Judging by the peer's measurement alone, without the model's queue, probed
+                // links under every bulk flow: on bench-bond's 20 + 5 Mbit/s the probes' coded
+                // packets overfilled the 5 Mbit/s uplink's buffer, and the median run fell from
+                // 22.5 to 21.5-21.8 Mbit/s (5 runs each, side by side).
                 let full = PROBE_MAX_QUEUE.as_micros() as f64;
                 if self.echoed_queue_us as f64 >= full || self.queue_left_us(now) > full {
                     self.probe = ProbePhase::Idle { next: now + PROBE_RETRY };
@@ -301,17 +305,20 @@ impl TxLink {
     }
 
     /// Records a send: `Q <- max(0, Q - elapsed) + size / capacity` (PluriBus 5.2, as meant) and
-    /// returns the per-link sequence number to use.
+    /// returns the per-link sequence number to use. While a capacity probe runs, data is modelled
+    /// at the probe's gain as coded packets are ([`Self::on_send_spare`]), as BBR paces all of
+    /// its data at the probing gain: the earliest-arrival rule then gives the link gain times its
+    /// estimate. With coded packets alone, a link the rule kept as full in the model as the
+    /// others never had an empty modelled queue for them, and the probe sent nothing.
     pub fn on_send(&mut self, now: Instant, size: usize) -> u64 {
         self.on_send_at(now, size, self.capacity_bps())
     }
 
     /// Records a coded packet sent into spare capacity: while a capacity probe runs, it takes
     /// `size / (gain x capacity)` of the modelled queue, so the link has room again that much
-    /// sooner and the coders fill it at gain times the estimate (BBR's pacing gain, applied to
-    /// the packets that only repair). Data is still modelled at the estimate, so where the link
-    /// is no faster the model is short by what the probe overfilled; the peer's echoes show that
-    /// queue ([`Self::check_queue`]), which ends the probe and corrects the model.
+    /// sooner and the coders fill it at gain times the estimate (BBR's pacing gain). Where the
+    /// link is no faster the model is short by what the probe overfilled; the peer's echoes show
+    /// that queue ([`Self::check_queue`]), which ends the probe and corrects the model.
     pub fn on_send_spare(&mut self, now: Instant, size: usize) -> u64 {
         let rate = match self.probe {
             ProbePhase::Probing { gain, .. } => self.capacity_bps() * gain,
@@ -351,19 +358,31 @@ impl TxLink {
     /// traffic, and LEDBAT (RFC 6817) is the answer for that: watch the one-way delay. Each
     /// send is corrected at most once: echoes of datagrams sent before the last correction
     /// carry the error already added.
+    ///
+    /// A queue more than [`QUEUE_CORRECTION_MIN`] *shorter* than the model's is corrected too:
+    /// the link drains faster than its estimate (a modem's rate restored, cross traffic gone).
+    /// Left alone, the model kept such a link looking as full as the others under a bulk flow,
+    /// the earliest-arrival rule kept feeding it at the old estimate, no capacity probe could
+    /// start (the link looked full) and the peer, which only ever saw packets at the old rate,
+    /// had nothing faster to measure: bench-bond's 2 Mbit/s uplink restored to 20 took 1.2-3.5 s
+    /// to be used again. With the queue the peer measured, the link takes data sooner, delivers
+    /// it faster than the estimate, and the peer's delivery rate raises the estimate at once.
     pub fn check_queue(&mut self, now: Instant, echo_ts: u32, measured_us: i64) -> bool {
         let Some(sent) = self.sends.iter().rev().find(|s| s.wire_ts == echo_ts).copied() else { return false };
         self.echoed_queue_us = measured_us;
         if self.corrected_at.is_some_and(|c| sent.at <= c) {
             return false;
         }
-        let error = measured_us as f64 - sent.queue_us;
-        if error <= QUEUE_CORRECTION_MIN.as_micros() as f64 {
+        let error = measured_us.max(0) as f64 - sent.queue_us;
+        if error.abs() <= QUEUE_CORRECTION_MIN.as_micros() as f64 {
             return false;
         }
-        self.queue_us = self.queue_left_us(now) + error;
+        self.queue_us = (self.queue_left_us(now) + error).max(0.0);
         self.queue_at = now;
         self.corrected_at = self.last_send.or(Some(now));
+        if error < 0.0 {
+            return true;
+        }
         // A queue beyond the model's while probing: the link has no more to give. Stop at once,
         // before the modem's buffer overflows (BBR leaves startup when the pipe is full).
         if let ProbePhase::Probing { .. } | ProbePhase::Settling { .. } = self.probe {
@@ -545,9 +564,36 @@ mod tests {
         l.on_send(t1, 1250);
         assert!(!l.check_queue(t1, 12345, 1_000_000));
         assert!(l.check_queue(t1, t1.wire_timestamp(), 200_000));
-        // A queue shorter than the model's is left to the capacity estimator.
-        l.on_send(t1 + Duration::from_millis(1), 1250);
-        assert!(!l.check_queue(t1, (t1 + Duration::from_millis(1)).wire_timestamp(), 0));
+    }
+
+    #[test]
+    fn echoes_of_a_shorter_queue_correct_the_model_down() {
+        // Regression (bench-bond's drop case): an uplink restored from 2 to 20 Mbit/s drained
+        // faster than its estimate, but the model kept it as full as the other uplink's standing
+        // queue, so it was neither fed nor probed, and 1.2-3.5 s passed before it was used again.
+        let mut l = link(); // 1 Mbit/s: 1250 bytes take 10 ms
+        let t0 = Instant::from_millis(10);
+        for _ in 0..10 {
+            l.on_send(t0, 1250);
+        }
+        let last_ts = t0.wire_timestamp();
+        let later = t0 + Duration::from_millis(20);
+        // Within the margin, nothing moves.
+        assert!(!l.check_queue(later, last_ts, 95_000));
+        assert_eq!(l.queue_delay(later), Duration::from_millis(80));
+        // The peer saw the tenth packet wait 5 ms where the model said 100: the real queue is
+        // 95 ms shorter, so what is left of it is empty.
+        assert!(l.check_queue(later, last_ts, 5_000));
+        assert!(l.queue_is_empty(later));
+        // Echoes of sends before the correction do not correct again.
+        assert!(!l.check_queue(later, last_ts, 0));
+        // A later send corrects by its own error: modelled at 30 ms, measured at 12.
+        let t1 = later + Duration::from_millis(1);
+        l.on_send(t1, 1250);
+        l.on_send(t1, 1250);
+        l.on_send(t1, 1250);
+        assert!(l.check_queue(t1, t1.wire_timestamp(), 12_000));
+        assert_eq!(l.queue_delay(t1), Duration::from_millis(12));
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Capacity discovery: uplinks nobody configured are found, whatever the recovery scheme, and
 //! weights are honoured by every scheduler.
 
-use super::pair::{Pair, packet};
-use crate::link::LinkId;
+use super::pair::{Dir, Pair, packet};
+use crate::link::{LinkId, Phase};
 use crate::recovery::RecoveryKind;
 use crate::scheduler::SchedulerKind;
 use crate::session::{Role, SessionConfig};
@@ -88,4 +88,28 @@ fn a_link_of_weight_zero_takes_no_data_under_any_scheduler() {
         assert_eq!(data(0), n, "{scheduler}");
         assert_eq!(p.delivered_down.len() as u64, n, "{scheduler}");
     }
+}
+
+#[test]
+fn a_link_degraded_by_a_burst_of_drops_is_judged_again_within_seconds() {
+    // bench-bond's drop case: an uplink's rate fell from 20 to 2 Mbit/s, its buffer dropped a
+    // burst, the link was judged degraded and carried no data, and with a keepalive probe a second
+    // as all that crossed it, its loss estimate took 8 s to fall back (the 2 Mbit/s it still had
+    // went unused). Degraded links are probed at the probing period instead.
+    let mut p = Pair::new(&[(5, 10_000.0), (5, 10_000.0)], cfg(RecoveryKind::Auto, SchedulerKind::MinDelay));
+    p.advance(Duration::from_secs(3));
+    offer(&mut p, 4.0, 1.0);
+    // Half of what crosses the link is dropped for a second: the peer's loss estimate stands near
+    // one half, well above the 25 % that degrades a link.
+    p.drop = Box::new(|dir, link, n, _| dir == Dir::Down && link == LinkId(0) && n % 2 == 0);
+    offer(&mut p, 4.0, 1.0);
+    p.drop = Box::new(|_, _, _, _| false);
+    let phase = |p: &Pair| p.server.link_status(p.now).iter().find(|l| l.id == LinkId(0)).map(|l| l.phase);
+    assert_eq!(phase(&p), Some(Phase::Degraded), "the drops degrade the link");
+    let mut waited = Duration::ZERO;
+    while phase(&p) == Some(Phase::Degraded) && waited < Duration::from_secs(20) {
+        offer(&mut p, 4.0, 0.1);
+        waited += Duration::from_millis(100);
+    }
+    assert!(waited <= Duration::from_secs(3), "the link stayed degraded for {waited:?} after its drops ended");
 }

@@ -124,6 +124,17 @@ pub struct SessionStatus {
     pub unknown_link: u64,
     /// Bytes sent, all datagrams.
     pub bytes_sent: u64,
+    /// Passenger packets delivered after waiting in braid for an earlier one (reordered across
+    /// uplinks, or repaired).
+    #[serde(default)]
+    pub reorder_waited: u64,
+    /// Passenger packets whose wait for an earlier one ran out: the gap was skipped, and the
+    /// passenger's TCP saw a hole (a loss, or reordering if the packet turned up later).
+    #[serde(default)]
+    pub reorder_skipped: u64,
+    /// Passenger packets delivered after their gap had been skipped (out of order).
+    #[serde(default)]
+    pub reorder_late: u64,
     /// The uplinks.
     pub uplinks: Vec<UplinkStatus>,
 }
@@ -207,6 +218,7 @@ pub fn session_status(
     name_of: impl Fn(LinkId) -> (String, Option<String>, bool),
 ) -> SessionStatus {
     let st = s.stats();
+    let ro = s.reorder_stats();
     let links = s.link_status(now);
     let total: u64 = links.iter().map(|l| l.counters.data_sent).sum();
     let uplinks = links
@@ -261,6 +273,9 @@ pub fn session_status(
         malformed: st.malformed,
         unknown_link: st.unknown_link,
         bytes_sent: st.bytes_sent,
+        reorder_waited: ro.waited,
+        reorder_skipped: ro.skipped,
+        reorder_late: ro.late,
         uplinks,
     }
 }
