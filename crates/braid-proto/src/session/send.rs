@@ -396,9 +396,14 @@ impl Session {
     /// before the other went down has a capacity estimate far below what it can carry, its
     /// modelled queue grows by seconds with each resend, and held to it the resends (and the
     /// new data behind them) crawled: a real daemon's transfer paused for 1.5 s.
+    ///
+    /// With no usable link at all they are not held: they go the way they always went (dropped
+    /// when no link takes them), rather than pile up and hold new data back once a lone link
+    /// returns (a drive-by pass over WiFi alone).
     pub(crate) fn resend_room(&self, now: Instant) -> bool {
-        self.usable_slots()
-            .any(|s| s.tx.queue_delay(now) <= RESEND_QUEUE_CAP || s.tx.echoed_queue() <= RESEND_QUEUE_CAP / 2)
+        let mut usable = self.usable_slots().peekable();
+        usable.peek().is_none()
+            || usable.any(|s| s.tx.queue_delay(now) <= RESEND_QUEUE_CAP || s.tx.echoed_queue() <= RESEND_QUEUE_CAP / 2)
     }
 
     /// When the first usable link's modelled queue is back within [`RESEND_QUEUE_CAP`] (in the
