@@ -66,6 +66,7 @@ impl Session {
                         backup: metering.backup,
                         name: None,
                         peer_name: None,
+                        silence_reported: false,
                     });
                     self.links.sort_by_key(|s| s.tx.id);
                     self.events.push_back(Event::LinkAddress(h.link, from));
@@ -90,6 +91,7 @@ impl Session {
         let slot = self.slot_mut(h.link).expect("slot exists");
         let sample = slot.rx.handle(now, h.link_seq, h.timestamp, datagram.len() + OUTER_OVERHEAD);
         slot.counters.datagrams_received += 1;
+        slot.silence_reported = false;
         if let Some(seq) = data_seq {
             slot.highest_data = Some(slot.highest_data.map_or(seq, |h| h.max(seq)));
         }
@@ -198,8 +200,23 @@ impl Session {
     /// A feedback body; `sent_ts` is the peer's wire timestamp on the datagram that carried it.
     fn on_feedback(&mut self, now: Instant, sent_ts: u32, f: &FeedbackRepr) {
         self.on_cum_ack(now, f.cum_ack);
+        let mut silent = Vec::new();
+        let active = self.links.iter().filter(|s| s.tx.state == LinkState::Active && s.tx.remote.is_some()).count();
         for r in &f.links {
             let Some(slot) = self.slot_mut(r.link) else { continue };
+            // The peer has heard nothing on this link since a send that many later ones should
+            // have followed by now: the link went dark (an access point left behind, an interface
+            // gone). Take it down on this evidence, which comes over whichever link still works,
+            // rather than wait out its liveness timeout (docs/drive-by.md, the link lifecycle).
+            // Only with another active link to take over: a lone link (a drive-by pass over WiFi
+            // alone) loses runs of packets in its fringe and comes back, and taking it down
+            // there only held the passengers' packets back (pass share 0.64 against 0.70).
+            if active > 1
+                && slot.tx.state == LinkState::Active
+                && slot.tx.overdue_sends(r.echo_timestamp, r.echo_delay_us) >= crate::link::OVERDUE_DOWN
+            {
+                silent.push(r.link);
+            }
             slot.tx.on_report(now, r.capacity_kbps, r.loss_rate(), Some(r.owd_us));
             // The echoed datagram reached the peer `echo_delay` before this report left (the
             // peer's clock); less our send time, that is its one-way delay plus the clocks'
@@ -216,6 +233,9 @@ impl Session {
             if age < 60_000_000 {
                 slot.tx.on_confirmed(now.saturating_sub(Duration::from_micros(u64::from(age))));
             }
+        }
+        for id in silent {
+            self.declare_down(now, id);
         }
         self.detect_tail_loss(now, f.highest);
         let base = self.peer_cum_ack;

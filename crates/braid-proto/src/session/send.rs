@@ -26,6 +26,20 @@ const MAX_DATA_WAIT: std::time::Duration = std::time::Duration::from_millis(500)
 /// probed for capacity for a moment after ([`Session::probing_wanted`]).
 const PROBE_LOAD_QUEUE: std::time::Duration = std::time::Duration::from_millis(5);
 
+/// A link that was carrying data and then brought nothing for this long is silent: the peer is
+/// told at once, and feedback avoids it ([`Session::feedback_link`]). A link carrying a bulk
+/// flow delivers a datagram every millisecond or so; one carrying a few flows' acknowledgements,
+/// every few milliseconds.
+pub(crate) const RX_SILENCE: std::time::Duration = std::time::Duration::from_millis(30);
+
+/// Resends (a link's unacknowledged packets when it went down) go out only while some link's
+/// modelled queue is at most this long. A bulk flow's link that goes dark leaves up to a buffer's
+/// worth of packets to re-send, on links whose buffers the same flows already fill (the blackout
+/// scenario: 150 kB each on WiFi and LTE); sent at once, most overflowed LTE's buffer and the
+/// passengers' TCP waited out its own timeout for them. Held here, they go as the queue drains,
+/// in order, and arrive no later than they would have behind the full queue.
+pub(crate) const RESEND_QUEUE_CAP: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Capacity-probe copies rotate over this many of the newest data packets.
 const PROBE_COPIES: u64 = 32;
 
@@ -65,7 +79,8 @@ impl Session {
         {
             return Some(t);
         }
-        while let Some((seq, link)) = self.resends.pop_front() {
+        let resend_room = self.resend_room(now);
+        while resend_room && let Some((seq, link)) = self.resends.pop_front() {
             if let Some(t) = self.send_data(now, buf, seq, link, true) {
                 return Some(t);
             }
@@ -94,7 +109,11 @@ impl Session {
             }
         }
         self.data_wait_until = None;
-        while let Some((arrived, packet)) = self.pending_data.pop_front() {
+        // New data waits behind resends held for room: they are older, and the passengers'
+        // receivers wait for them before anything newer is of use.
+        while self.resends.is_empty()
+            && let Some((arrived, packet)) = self.pending_data.pop_front()
+        {
             let ack = self.ack_pending_since.map(|_| 0);
             let size = HEADER_LEN + DataRepr { seq: 0, ack, payload: &packet }.len();
             let link = match self.pick_data_link(now, size, arrived) {
@@ -371,6 +390,45 @@ impl Session {
         Some(Eat.pick(now, size, &views))
     }
 
+    /// Whether a resend may go now: some usable link's modelled queue is within
+    /// [`RESEND_QUEUE_CAP`] ([`Session::resend_room_at`] is when it will be), or the peer measured
+    /// no such queue on it. The model alone is not enough: a link that carried only a trickle
+    /// before the other went down has a capacity estimate far below what it can carry, its
+    /// modelled queue grows by seconds with each resend, and held to it the resends (and the
+    /// new data behind them) crawled: a real daemon's transfer paused for 1.5 s.
+    ///
+    /// With no usable link at all they are not held: they go the way they always went (dropped
+    /// when no link takes them), rather than pile up and hold new data back once a lone link
+    /// returns (a drive-by pass over WiFi alone).
+    pub(crate) fn resend_room(&self, now: Instant) -> bool {
+        let mut usable = self.usable_slots().peekable();
+        usable.peek().is_none()
+            || usable.any(|s| s.tx.queue_delay(now) <= RESEND_QUEUE_CAP || s.tx.echoed_queue() <= RESEND_QUEUE_CAP / 2)
+    }
+
+    /// When the first usable link's modelled queue is back within [`RESEND_QUEUE_CAP`] (in the
+    /// past when it is already).
+    pub(crate) fn resend_room_at(&self) -> Option<Instant> {
+        self.usable_slots().map(|s| s.tx.queue_drained_at().saturating_sub(RESEND_QUEUE_CAP)).min()
+    }
+
+    /// The link feedback goes on: the fastest, but not one that has gone silent here (it was
+    /// carrying data when its last datagram came, [`RX_SILENCE`] or more ago). When the fastest link goes dark both ways, feedback sent on it is lost, and the
+    /// peer, which sends on it too, learns nothing until its own liveness timeout; over another
+    /// link, the report that this end has heard nothing on it ([`TxLink::overdue_sends`]) takes
+    /// it down at the peer within a round trip of that link.
+    ///
+    /// [`TxLink::overdue_sends`]: crate::link::TxLink::overdue_sends
+    fn feedback_link(&mut self, now: Instant, size: usize) -> Option<LinkId> {
+        let silent = |s: &super::LinkSlot| s.silent_since().is_some_and(|at| now >= at + RX_SILENCE);
+        let silent: Vec<LinkId> = self.usable_slots().filter(|s| silent(s)).map(|s| s.tx.id).collect();
+        let views: Vec<LinkView> = self.link_views(now, size).into_iter().filter(|v| !silent.contains(&v.id)).collect();
+        if views.is_empty() {
+            return self.fastest_link(now, size);
+        }
+        Some(Eat.pick(now, size, &views))
+    }
+
     /// [`Session::fastest_link`] among the links whose coding budget allows a coded packet of
     /// `size` bytes; `None` (and the packet counted as withheld) when none does.
     fn fastest_coding_link(&mut self, now: Instant, size: usize) -> Option<LinkId> {
@@ -551,7 +609,7 @@ impl Session {
             nacks,
         };
         let size = HEADER_LEN + body.len();
-        let link = self.fastest_link(now, size)?;
+        let link = self.feedback_link(now, size)?;
         let (n, destination) = self.start_datagram(now, buf, link, PacketType::Feedback, 0, body.len())?;
         let m = body.emit(&mut buf[n..]).ok()?;
         self.stats.feedback_sent += 1;

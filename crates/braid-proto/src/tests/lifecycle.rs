@@ -1,6 +1,7 @@
 //! The link lifecycle end to end over the pair harness: an interface the driver sees vanish is
-//! down at once and its in-flight packets reach the peer over the other link well before silence
-//! alone would have taken it down; a link that reappears is probed and admitted at once.
+//! down at once and its in-flight packets reach the peer over the other link; a link that goes
+//! silent is down as soon as the peer's report of the silence comes over another link; a link
+//! that reappears is probed and admitted at once.
 
 use super::pair::{Pair, index_of, packet};
 use crate::link::{LinkId, LinkState, Phase};
@@ -43,10 +44,10 @@ fn run_cut(tell_session: bool) -> (usize, u64) {
 fn a_vanished_interface_is_down_at_once_and_its_packets_move() {
     // Told by the driver: everything, within 250 ms (the other link's one-way delay is 75 ms).
     assert_eq!(run_cut(true), (60, 1));
-    // Left to silence, 250 ms is too early: the link is not down yet. (Its packets may still
-    // arrive: capacity probes on the other link repeat recent unacknowledged data.)
-    let (got, downs) = run_cut(false);
-    assert!(downs == 0, "{got} delivered, {downs} downs");
+    // Left to silence, the server hears nothing more on link 0 and says so over link 1; the
+    // client takes it down on that report, also within 250 ms. (Its own liveness timeout, 400 ms
+    // at least, used to be the only way.)
+    assert_eq!(run_cut(false), (60, 1));
 }
 
 #[test]
@@ -66,4 +67,42 @@ fn a_reappearing_interface_is_probed_and_admitted_at_once() {
     assert_eq!((st.state, st.phase), (LinkState::Active, Phase::Active));
     let down = st.time_in.iter().find(|t| t.0 == Phase::Down).unwrap();
     assert!(down.1 >= Duration::from_secs(3) && down.2 == 1, "{down:?}");
+}
+
+/// A link that goes dark both ways under a steady stream from the server (a download over WiFi
+/// and LTE, WiFi leaving its access point's range): when is it down at the server, the sender?
+fn silent_link_down_at_server() -> Option<Duration> {
+    let mut p = Pair::new(&[(5, 20_000.0), (40, 10_000.0)], cfg);
+    p.advance(Duration::from_millis(500));
+    let mut i = 0;
+    let mut stream = |p: &mut Pair, ms: u64| {
+        for _ in 0..ms {
+            for _ in 0..2 {
+                p.send_down(&packet(i, 1000));
+                i += 1;
+            }
+            p.advance(Duration::from_millis(1));
+        }
+    };
+    stream(&mut p, 1000);
+    assert_eq!(p.server.link_status(p.now)[0].state, LinkState::Active);
+    p.links[0].up = false;
+    let dark = p.now;
+    for _ in 0..100 {
+        stream(&mut p, 10);
+        if p.server.link_status(p.now)[0].state == LinkState::Down {
+            return Some(p.now - dark);
+        }
+    }
+    None
+}
+
+#[test]
+fn a_link_gone_silent_is_down_at_the_sender_within_a_round_trip_of_the_other() {
+    // The client hears nothing more on link 0 and reports that over link 1 (a 80 ms round
+    // trip); the server, which sent on link 0 all along, takes it down on that report. Waiting
+    // out link 0's own liveness timeout took 800 ms: the server, whose link 0 was never idle,
+    // had no round-trip sample of it, and the timeout assumes 200 ms.
+    let after = silent_link_down_at_server().expect("link 0 never declared down");
+    assert!(after <= Duration::from_millis(200), "down after {after:?}");
 }

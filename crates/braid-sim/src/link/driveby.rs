@@ -331,14 +331,22 @@ impl DrivePass {
             match (u, gone_since) {
                 (false, None) => gone_since = Some(i),
                 (true, Some(s)) => {
-                    outages.push(Outage { at: STEP * s as u32, duration: STEP * (i - s) as u32 });
+                    outages.push(Outage {
+                        at: STEP * s as u32,
+                        duration: STEP * (i - s) as u32,
+                        jitter: Duration::ZERO,
+                    });
                     gone_since = None;
                 }
                 _ => {}
             }
         }
         if let Some(s) = gone_since {
-            outages.push(Outage { at: STEP * s as u32, duration: STEP * (self.radio.len() - s) as u32 + STEP * 1000 });
+            outages.push(Outage {
+                at: STEP * s as u32,
+                duration: STEP * (self.radio.len() - s) as u32 + STEP * 1000,
+                jitter: Duration::ZERO,
+            });
         }
         outages.sort_by_key(|o| o.at);
         LinkDirSpec {

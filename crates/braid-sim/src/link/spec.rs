@@ -95,6 +95,9 @@ pub struct Outage {
     pub at: Duration,
     /// Length.
     pub duration: Duration,
+    /// The start is drawn per run, uniformly within this much after `at` (`jitter_s`), so that
+    /// runs see the blackout at different moments of the flows' life.
+    pub jitter: Duration,
 }
 
 /// Errors reading a trace or schedule file.

@@ -390,7 +390,12 @@ fn outages(ctx: &Ctx<'_, '_>, loc: &Loc, raw: Option<Vec<RawOutage>>) -> Result<
         let (at_loc, for_loc) = (e.key("at_s"), e.key("for_s"));
         let at = ctx.duration(ctx.required(o.at_s, &at_loc)?, 1.0, &at_loc)?;
         let for_s = ctx.positive(ctx.required(o.for_s, &for_loc)?, &for_loc)?;
-        out.push(Outage { at, duration: ctx.duration(for_s, 1.0, &for_loc)? });
+        let jitter_loc = e.key("jitter_s");
+        let jitter = match o.jitter_s {
+            None => Duration::ZERO,
+            Some(j) => ctx.duration(j, 1.0, &jitter_loc)?,
+        };
+        out.push(Outage { at, duration: ctx.duration(for_s, 1.0, &for_loc)?, jitter });
     }
     Ok(out)
 }

@@ -157,14 +157,33 @@ impl LinkSpec {
     /// realised for `seed` (association draws) and link number `index`. The simulator and the
     /// testbed emulator derive the same seed, so both meet the same pass.
     pub fn for_run(&self, seed: u64, index: usize, duration: Duration) -> RunLink {
-        match &self.drive_by {
+        let mut run = match &self.drive_by {
             None => RunLink { up: self.up.clone(), down: self.down.clone(), pass: None },
             Some(d) => {
                 let pass = d.realise(seed.wrapping_mul(1_000_003).wrapping_add(2 * index as u64), duration);
                 RunLink { up: pass.apply(&self.up), down: pass.apply(&self.down), pass: Some(pass) }
             }
-        }
+        };
+        place_outages(&mut run.up, seed, index);
+        place_outages(&mut run.down, seed, index);
+        run
     }
+}
+
+/// Draws the start of each outage with a `jitter` within it for this run. The draw depends on the
+/// run's seed, the link and the outage alone, so a link-wide outage (in both directions) starts
+/// at the same moment each way.
+fn place_outages(dir: &mut LinkDirSpec, seed: u64, index: usize) {
+    for o in dir.outages.iter_mut().filter(|o| !o.jitter.is_zero()) {
+        let key = seed
+            ^ (index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            ^ (o.at.as_nanos() as u64).rotate_left(17)
+            ^ (o.duration.as_nanos() as u64).rotate_left(41);
+        let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(key);
+        o.at += o.jitter.mul_f64(rand::Rng::random::<f64>(&mut rng));
+        o.jitter = Duration::ZERO;
+    }
+    dir.outages.sort_by_key(|o| o.at);
 }
 
 names! {

@@ -83,6 +83,7 @@ pub(crate) struct RawLoss {
 pub(crate) struct RawOutage {
     pub at_s: Option<f64>,
     pub for_s: Option<f64>,
+    pub jitter_s: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -249,7 +249,11 @@ fn gilbert_elliott_mean_and_bursts() {
 fn outages_lose_packets_leaving_inside_the_window() {
     // 1500 B at 12 Mbit/s = 1 ms. Outage [100 ms, 150 ms).
     let spec = LinkDirSpec {
-        outages: vec![Outage { at: Duration::from_millis(100), duration: Duration::from_millis(50) }],
+        outages: vec![Outage {
+            at: Duration::from_millis(100),
+            duration: Duration::from_millis(50),
+            jitter: Duration::ZERO,
+        }],
         delay: Duration::from_millis(30),
         ..constant(12_000.0)
     };
@@ -402,7 +406,10 @@ fn hostile_specs_do_not_panic() {
         LinkDirSpec { rate: RateSpec::Trace(Arc::new(empty)), ..constant(0.0) },
         LinkDirSpec { rate: RateSpec::Trace(Arc::new(huge)), ..constant(0.0) },
         LinkDirSpec { schedule: Some(Arc::new(bad_schedule)), ..constant(1000.0) },
-        LinkDirSpec { outages: vec![Outage { at: Duration::MAX, duration: Duration::MAX }], ..constant(1000.0) },
+        LinkDirSpec {
+            outages: vec![Outage { at: Duration::MAX, duration: Duration::MAX, jitter: Duration::ZERO }],
+            ..constant(1000.0)
+        },
     ];
     for spec in &specs {
         let mut link = LinkModel::new(spec, 3);
@@ -509,7 +516,11 @@ fn arb_spec() -> impl Strategy<Value = LinkDirSpec> {
     ];
     let outages = proptest::collection::vec((0u64..3000, 0u64..500), 0..4).prop_map(|v| {
         v.into_iter()
-            .map(|(at, len)| Outage { at: Duration::from_millis(at), duration: Duration::from_millis(len) })
+            .map(|(at, len)| Outage {
+                at: Duration::from_millis(at),
+                duration: Duration::from_millis(len),
+                jitter: Duration::ZERO,
+            })
             .collect()
     });
     (rate, 0u64..200, 0usize..20_000, arb_loss(), arb_schedule(), outages).prop_map(
