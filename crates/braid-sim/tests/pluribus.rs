@@ -27,7 +27,10 @@ fn bus_oec_beats_no_recovery_and_hides_losses() {
     let (n, o) = (none.fct_mean_s.unwrap(), oec.fct_mean_s.unwrap());
     assert!(n / o > 1.8, "none {n:.3} s vs oec {o:.3} s");
     assert!(oec.residual_loss < 0.005, "oec residual loss {}", oec.residual_loss);
-    assert!(none.residual_loss > 0.02, "the bus must be lossy: {}", none.residual_loss);
+    // Without recovery, what braid still re-sends is a dead link's in-flight packets; since a
+    // link's silence reported over another takes it down within about 0.1 s, that hides more of
+    // the bus's outages (1.7 % residual loss in 3 runs, above 2 % before).
+    assert!(none.residual_loss > 0.01, "the bus must be lossy: {}", none.residual_loss);
     for other in ["arq", "fec10", "fec100"] {
         let x = by_name(&report.results, other).fct_mean_s.unwrap();
         assert!(o < x, "oec {o:.3} s not below {other} {x:.3} s");
