@@ -69,8 +69,8 @@ pub const PROBE_LEN: Duration = Duration::from_millis(200);
 /// eight round trips; braid's uplinks have round trips of 30-200 ms, and their capacity changes
 /// with the vehicle's position on the scale of seconds.
 pub const PROBE_PERIOD: Duration = Duration::from_secs(1);
-/// A link whose packets met a queue of at least this much lately (the peer's echoes), or whose
-/// modelled queue is that long, is not probed: it already carries all the estimate allows, data
+/// A link whose packets met a queue of at least this much lately (the peer's echoes) is not
+/// probed: it already carries all the estimate allows, data
 /// that the earliest-arrival rule sends beyond that raises the estimate by itself, and the peer
 /// measures its capacity from how fast a queue drains (PluriBus 5.2's dispersion). Probing it
 /// would only lengthen the queue every passenger waits in.
@@ -236,12 +236,12 @@ impl TxLink {
                 self.probe = ProbePhase::Idle { next: now + PROBE_PERIOD };
             }
             ProbePhase::Idle { next } if now >= next && wanted && self.state == LinkState::Active => {
-                // Judging by the peer's measurement alone, without the model's queue, probed
-                // links under every bulk flow: on bench-bond's 20 + 5 Mbit/s the probes' coded
-                // packets overfilled the 5 Mbit/s uplink's buffer, and the median run fell from
-                // 22.5 to 21.5-21.8 Mbit/s (5 runs each, side by side).
+                // Judged by the queue the peer measured, not the model's: the earliest-arrival
+                // rule fills a link's modelled queue up to the busiest link's, so under a bulk
+                // flow every link looks as full as the fullest, and a link faster than its
+                // estimate (bench-bond's uplink restored from 2 to 20 Mbit/s) was never probed.
                 let full = PROBE_MAX_QUEUE.as_micros() as f64;
-                if self.echoed_queue_us as f64 >= full || self.queue_left_us(now) > full {
+                if self.echoed_queue_us as f64 >= full {
                     self.probe = ProbePhase::Idle { next: now + PROBE_RETRY };
                     return;
                 }
@@ -619,6 +619,31 @@ mod tests {
         l.on_send(t1, 1250);
         assert!(!l.check_queue(t1, 12345, 1_000_000));
         assert!(l.check_queue(t1, t1.wire_timestamp(), 200_000));
+    }
+
+    #[test]
+    fn a_link_the_model_calls_full_but_the_peer_finds_empty_is_probed() {
+        // Regression (bench-bond's drop case): under a bulk flow the earliest-arrival rule keeps
+        // every link's modelled queue as long as the busiest one's, so an uplink restored from 2
+        // to 20 Mbit/s looked full and was never probed, though its packets met no queue.
+        let mut l = TxLink::new(LinkId(0), None, 0.0, LinkState::Active, Instant::ZERO);
+        l.handle_probe_timer(Instant::ZERO, true); // the first probe, from the unknown 1 Mbit/s
+        let t0 = Instant::from_millis(2000);
+        l.handle_probe_timer(t0, true); // ends it
+        l.handle_probe_timer(t0 + Duration::from_secs(3), true); // settles: nothing found
+        assert!(!l.is_probing());
+        let t1 = t0 + Duration::from_secs(5);
+        l.on_send(t1, 1000); // 8 ms of queue at 1 Mbit/s
+        assert!(!l.check_queue(t1, t1.wire_timestamp(), 0), "within the margin of the model");
+        assert!(l.queue_delay(t1) > PROBE_MAX_QUEUE);
+        l.handle_probe_timer(t1, true);
+        assert!(l.is_probing(), "the peer measured no queue worth the name: probe");
+        // A link whose packets did meet a queue is left alone.
+        let mut m = TxLink::new(LinkId(1), None, 1e6, LinkState::Active, Instant::ZERO);
+        m.on_send(t1, 1250);
+        m.check_queue(t1, t1.wire_timestamp(), 6_000);
+        m.handle_probe_timer(t1, true);
+        assert!(!m.is_probing());
     }
 
     #[test]
