@@ -59,12 +59,14 @@ fn gilbert_sweep_oec_wins_at_high_loss() {
     let report = run_scenario(&sc, &RunOptions { runs: Some(2), ..Default::default() }, &|_, _| {}).unwrap();
     for v in keep {
         let at: Vec<SchemeResult> = report.results.iter().filter(|r| r.sweep_value == Some(v)).cloned().collect();
-        assert_eq!(at.len(), 6, "six schemes at {v}");
+        assert_eq!(at.len(), 7, "six named schemes and the default at {v}");
         let oec = by_name(&at, "oec").fct_mean_s.unwrap();
         let rlnc = by_name(&at, "rlnc").fct_mean_s.unwrap();
         let none = by_name(&at, "none").fct_mean_s.unwrap();
         assert!(oec < none, "loss_bad {v}: oec {oec:.3} none {none:.3}");
         assert!(rlnc < none, "loss_bad {v}: rlnc {rlnc:.3} none {none:.3}");
+        let default = by_name(&at, "default").fct_mean_s.unwrap();
+        assert!(default < none, "loss_bad {v}: default {default:.3} none {none:.3}");
     }
 }
 
