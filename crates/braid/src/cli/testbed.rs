@@ -143,7 +143,8 @@ fn run_accuracy(a: &TestbedArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The demo on the testbed: the embedded bus with `plain`, `mptcp` and braid `oec`, side by side.
+/// The demo on the testbed: the embedded bus with `plain`, `mptcp`, braid `oec` (the paper's
+/// scheme) and braid's default (what a user gets without choosing), side by side.
 /// `Err` with the reason when the testbed cannot run here (the caller falls back to the
 /// simulator).
 pub fn demo(runs: u32, duration_s: u64) -> Result<anyhow::Result<()>, String> {
@@ -161,8 +162,16 @@ pub fn demo(runs: u32, duration_s: u64) -> Result<anyhow::Result<()>, String> {
         hold: None,
         aqm: false,
     };
-    let oec = scenario.schemes.iter().find(|s| s.name == "oec").cloned().ok_or("the bus scenario has no oec scheme")?;
-    scenario.schemes = vec![peer("plain", Peer::Plain), peer("mptcp", Peer::Mptcp), oec];
+    let braid = |name: &str| {
+        scenario
+            .schemes
+            .iter()
+            .find(|s| s.name == name)
+            .cloned()
+            .ok_or(format!("the bus scenario has no {name} scheme"))
+    };
+    let (oec, default) = (braid("oec")?, braid("default")?);
+    scenario.schemes = vec![peer("plain", Peer::Plain), peer("mptcp", Peer::Mptcp), oec, default];
     let missing = braid_testbed::run::missing_tools(&scenario);
     if !missing.is_empty() {
         let m: Vec<String> = missing.iter().map(|(c, p)| format!("{c} (package {p})")).collect();
@@ -170,7 +179,7 @@ pub fn demo(runs: u32, duration_s: u64) -> Result<anyhow::Result<()>, String> {
     }
     eprintln!(
         "braid demo: the PluriBus bus on the real-kernel testbed (namespaces, emulated WiMax + EVDO links, curl against nginx): \
-         plain TCP on the best uplink, kernel MPTCP and braid oec side by side, {runs} runs of {duration_s} s in real time; \
+         plain TCP on the best uplink, kernel MPTCP, braid oec and braid's default side by side, {runs} runs of {duration_s} s in real time; \
          the end hosts are the paper's of 2010 (3 s initial RTO, 3-segment initial window)"
     );
     let args = TestbedArgs {
