@@ -6,6 +6,8 @@
 //!
 //! Needs root and `ip netns`; skips with a message otherwise. Uses python3 for the TCP peers.
 
+mod common;
+use common::{print_log_tails, run};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -31,25 +33,9 @@ impl Drop for Testbed {
             let _ = Command::new("ip").args(["netns", "del", ns]).status();
         }
         if std::thread::panicking() {
-            for f in ["client.log", "server.log"] {
-                let log = std::fs::read_to_string(self.dir.join(f)).unwrap_or_default();
-                let tail: Vec<&str> = log.lines().rev().take(30).collect();
-                eprintln!("--- {f} (last lines) ---");
-                for l in tail.iter().rev() {
-                    eprintln!("{l}");
-                }
-            }
+            print_log_tails(&self.dir, ["client.log", "server.log"], 30);
         }
         let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn run(args: &[&str]) -> Result<String, String> {
-    let out = Command::new(args[0]).args(&args[1..]).output().map_err(|e| format!("{args:?}: {e}"))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(format!("{args:?}: {}", String::from_utf8_lossy(&out.stderr)))
     }
 }
 

@@ -14,6 +14,8 @@
 //! Needs root and `ip netns`; skips with a message otherwise. Uses python3 for the TCP peers and
 //! iperf3 for the live-peers flow.
 
+mod common;
+use common::{print_log_tails, run};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -39,25 +41,9 @@ impl Drop for Testbed {
             let _ = std::fs::remove_dir_all(format!("/etc/netns/{ns}"));
         }
         if std::thread::panicking() {
-            for (log, _) in &self.children {
-                let text = std::fs::read_to_string(self.dir.join(log)).unwrap_or_default();
-                let tail: Vec<&str> = text.lines().rev().take(25).collect();
-                eprintln!("--- {log} (last lines) ---");
-                for l in tail.iter().rev() {
-                    eprintln!("{l}");
-                }
-            }
+            print_log_tails(&self.dir, self.children.iter().map(|(log, _)| log.as_str()), 25);
         }
         let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn run(args: &[&str]) -> Result<String, String> {
-    let out = Command::new(args[0]).args(&args[1..]).output().map_err(|e| format!("{args:?}: {e}"))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(format!("{args:?}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
     }
 }
 

@@ -11,8 +11,10 @@
 //! Needs root, `ip netns`, python3 and setpriv; skips with a message otherwise. The tests take a
 //! lock so they run one at a time (they time joins, on a shared 2-core machine).
 
+mod common;
 use braid_proto::crypto::{CipherSuite, INITIATION_LEN, Initiator, PublicKey, StaticSecret};
 use braid_proto::{Instant as ProtoInstant, LinkId};
+use common::{print_log_tails, run};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -44,24 +46,9 @@ impl Drop for Bed {
             let _ = Command::new("ip").args(["netns", "del", ns]).status();
         }
         if std::thread::panicking() {
-            for f in ["server.log", "c0.log", "c1.log"] {
-                let log = std::fs::read_to_string(self.dir.join(f)).unwrap_or_default();
-                eprintln!("--- {f} (last lines) ---");
-                for l in log.lines().rev().take(25).collect::<Vec<_>>().iter().rev() {
-                    eprintln!("{l}");
-                }
-            }
+            print_log_tails(&self.dir, ["server.log", "c0.log", "c1.log"], 25);
         }
         let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn run(args: &[&str]) -> Result<String, String> {
-    let out = Command::new(args[0]).args(&args[1..]).output().map_err(|e| format!("{args:?}: {e}"))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(format!("{args:?}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
     }
 }
 
