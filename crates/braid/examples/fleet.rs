@@ -292,15 +292,19 @@ fn cpu_seconds(pid: &str) -> f64 {
     (f.get(11).unwrap_or(&0.0) + f.get(12).unwrap_or(&0.0)) / 100.0
 }
 
-/// Packets each vehicle's session delivered to the server's TUN device, by vehicle name.
-fn delivered(control: &str) -> Result<HashMap<String, u64>, Error> {
+/// The server's sessions, as `braid status` reports them over its control socket.
+fn sessions(control: &str) -> Result<Vec<serde_json::Value>, Error> {
     let mut s = std::os::unix::net::UnixStream::connect(control)?;
     s.write_all(b"{\"cmd\":\"status\"}\n")?;
     let mut line = String::new();
     std::io::BufReader::new(s).read_line(&mut line)?;
     let v: serde_json::Value = serde_json::from_str(&line)?;
-    let sessions = v["status"]["sessions"].as_array().cloned().unwrap_or_default();
-    Ok(sessions
+    Ok(v["status"]["sessions"].as_array().cloned().unwrap_or_default())
+}
+
+/// Packets each vehicle's session delivered to the server's TUN device, by vehicle name.
+fn delivered(control: &str) -> Result<HashMap<String, u64>, Error> {
+    Ok(sessions(control)?
         .iter()
         .map(|x| (x["peer"].as_str().unwrap_or_default().to_string(), x["delivered"].as_u64().unwrap_or(0)))
         .collect())
@@ -308,13 +312,7 @@ fn delivered(control: &str) -> Result<HashMap<String, u64>, Error> {
 
 /// Datagrams the server received, all sessions together.
 fn received(control: &str) -> Result<u64, Error> {
-    let mut s = std::os::unix::net::UnixStream::connect(control)?;
-    s.write_all(b"{\"cmd\":\"status\"}\n")?;
-    let mut line = String::new();
-    std::io::BufReader::new(s).read_line(&mut line)?;
-    let v: serde_json::Value = serde_json::from_str(&line)?;
-    let sessions = v["status"]["sessions"].as_array().cloned().unwrap_or_default();
-    Ok(sessions
+    Ok(sessions(control)?
         .iter()
         .flat_map(|x| x["uplinks"].as_array().cloned().unwrap_or_default())
         .map(|u| u["datagrams_received"].as_u64().unwrap_or(0))
