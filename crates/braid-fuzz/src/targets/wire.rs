@@ -219,10 +219,12 @@ fn handmade_bodies() -> Vec<(PacketType, u8, Vec<u8>)> {
         nacks: vec![NackRange { start: 11, len: 3 }, NackRange { start: 0xff_ffff, len: 255 }],
     };
     out.push((PacketType::Feedback, 0, emit(f.len(), &|b| f.emit(b))));
-    let p = ProbeRepr { id: 1, echo_timestamp: 2, echo_delay_us: 3, name: None };
+    let p = ProbeRepr { id: 1, echo_timestamp: 2, echo_delay_us: 3, name: None, request: None };
     out.push((PacketType::Probe, braid_proto::wire::FLAG_REPLY, emit(ProbeRepr::LEN, &|b| p.emit(b))));
     let named = ProbeRepr { name: braid_proto::wire::LinkName::new("lte1").ok(), ..p };
     out.push((PacketType::Probe, 0, emit(named.len(), &|b| named.emit(b))));
+    let asking = ProbeRepr { request: Some(braid_proto::wire::LinkRequest { no_coding: true, backup: true }), ..named };
+    out.push((PacketType::Probe, 0, emit(asking.len(), &|b| asking.emit(b))));
     out.push((PacketType::Close, 0, emit(1, &|b| CloseRepr { reason: 7 }.emit(b))));
     out
 }

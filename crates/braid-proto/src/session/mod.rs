@@ -176,6 +176,15 @@ pub(crate) struct LinkSlot {
     pub(crate) meter: CodingMeter,
     /// A backup link: used only when no non-backup link is ([`Session::usable_slots`]).
     pub(crate) backup: bool,
+    /// This end's own metering of the link ([`Session::set_link_metering`]); `meter` and
+    /// `backup` are it tightened by `peer_request`.
+    pub(crate) own_metering: Metering,
+    /// What the peer asked of this end's sends on the link, from its named probe requests.
+    pub(crate) peer_request: crate::wire::LinkRequest,
+    /// What this end asks of the peer's sends on the link ([`Session::set_link_request`]).
+    pub(crate) request: crate::wire::LinkRequest,
+    /// Probe requests still to carry the name and `request` after `request` changed.
+    pub(crate) announce: u8,
     /// This end's name for the link, sent in probe requests.
     pub(crate) name: Option<crate::wire::LinkName>,
     /// The peer's name for the link, from its probe requests.
@@ -186,6 +195,49 @@ pub(crate) struct LinkSlot {
 }
 
 impl LinkSlot {
+    /// A link new to the session, in `tx`'s state (probing: a probe is due at once).
+    pub(crate) fn new(
+        tx: TxLink,
+        rx: RxEstimator,
+        metering: Metering,
+        name: Option<crate::wire::LinkName>,
+        now: Instant,
+    ) -> LinkSlot {
+        let active = tx.state == LinkState::Active;
+        LinkSlot {
+            tx,
+            rx,
+            replies: VecDeque::new(),
+            probe_due: !active,
+            counters: LinkCounters::default(),
+            last_data: None,
+            last_coded: None,
+            highest_data: None,
+            life: crate::link::Lifecycle::new(
+                if active { crate::link::Phase::Active } else { crate::link::Phase::Probing },
+                now,
+            ),
+            meter: CodingMeter::new(metering.coding_budget),
+            backup: metering.backup,
+            own_metering: metering,
+            peer_request: crate::wire::LinkRequest::default(),
+            request: crate::wire::LinkRequest::default(),
+            announce: 0,
+            name,
+            peer_name: None,
+            silence_reported: false,
+        }
+    }
+
+    /// Sets `meter` and `backup` from this end's metering tightened by the peer's request: no
+    /// coding, or backup, if either says so.
+    pub(crate) fn apply_metering(&mut self) {
+        let (own, asked) = (self.own_metering, self.peer_request);
+        let no_coding = asked.no_coding || asked.backup;
+        self.meter.set_budget(if no_coding { Some(0.0) } else { own.coding_budget });
+        self.backup = own.backup || asked.backup;
+    }
+
     /// When the last datagram arrived on this link, if it was carrying data then (the last data
     /// packet came within [`send::RX_SILENCE`] of it): a link that goes quiet from there went
     /// silent mid-stream, where one that only carries probes and feedback is quiet by nature.
@@ -332,8 +384,8 @@ impl Session {
         if let Some(slot) = self.slot_mut(l.id) {
             slot.tx.remote = l.remote;
             slot.tx.weight = l.weight;
-            slot.meter.set_budget(l.metering.coding_budget);
-            slot.backup = l.metering.backup;
+            slot.own_metering = l.metering;
+            slot.apply_metering();
             slot.name = l.name;
             return;
         }
@@ -343,25 +395,7 @@ impl Session {
         };
         let mut tx = TxLink::new(l.id, l.remote, l.tx_bps, state, now);
         tx.weight = l.weight;
-        self.links.push(LinkSlot {
-            tx,
-            rx: RxEstimator::new(l.rx_bps),
-            replies: VecDeque::new(),
-            probe_due: state == LinkState::Probing,
-            counters: LinkCounters::default(),
-            last_data: None,
-            last_coded: None,
-            highest_data: None,
-            life: crate::link::Lifecycle::new(
-                if state == LinkState::Active { crate::link::Phase::Active } else { crate::link::Phase::Probing },
-                now,
-            ),
-            meter: CodingMeter::new(l.metering.coding_budget),
-            backup: l.metering.backup,
-            name: l.name,
-            peer_name: None,
-            silence_reported: false,
-        });
+        self.links.push(LinkSlot::new(tx, RxEstimator::new(l.rx_bps), l.metering, l.name, now));
         self.links.sort_by_key(|s| s.tx.id);
     }
 
@@ -433,8 +467,27 @@ impl Session {
         self.metering.push((id, metering));
         match self.slot_mut(id) {
             Some(s) => {
-                s.meter.set_budget(metering.coding_budget);
-                s.backup = metering.backup;
+                s.own_metering = metering;
+                s.apply_metering();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Asks the peer to meter its sends on link `id` (no coding, or backup only), on top of its
+    /// own metering: a vehicle's monthly allowance bounds what the server sends on the uplink
+    /// too. Carried in the link's named probe requests (a link without a name cannot carry it):
+    /// at once and on the next two probes after a change, and on every probe that carries the
+    /// name after that. False if the link is unknown.
+    pub fn set_link_request(&mut self, id: LinkId, request: crate::wire::LinkRequest) -> bool {
+        match self.slot_mut(id) {
+            Some(s) => {
+                if s.request != request {
+                    s.request = request;
+                    s.announce = 3;
+                    s.probe_due = true;
+                }
                 true
             }
             None => false,

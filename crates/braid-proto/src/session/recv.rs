@@ -1,7 +1,7 @@
 //! The receive path: datagrams from the uplinks.
 
-use super::{DatagramError, Event, LinkCounters, LinkSlot, Role, Session};
-use crate::link::{CodingMeter, LinkId, LinkState, OUTER_OVERHEAD, RxEstimator, TxLink};
+use super::{DatagramError, Event, LinkSlot, Role, Session};
+use crate::link::{LinkId, LinkState, OUTER_OVERHEAD, RxEstimator, TxLink};
 use crate::recovery::Known;
 use crate::seq;
 use crate::time::Instant;
@@ -9,7 +9,6 @@ use crate::wire::{
     CloseRepr, CodedRepr, DataRepr, FLAG_NACK_WANTED, FLAG_REPLY, FeedbackRepr, Header, PacketType, ProbeRepr,
 };
 use bytes::Bytes;
-use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -52,22 +51,8 @@ impl Session {
             match self.cfg.role {
                 Role::Server if self.links.len() < FeedbackRepr::MAX_LINKS => {
                     let metering = self.metering_of(h.link);
-                    self.links.push(LinkSlot {
-                        tx: TxLink::new(h.link, Some(from), 0.0, LinkState::Active, now),
-                        rx: RxEstimator::new(0.0),
-                        replies: VecDeque::new(),
-                        probe_due: false,
-                        counters: LinkCounters::default(),
-                        last_data: None,
-                        last_coded: None,
-                        highest_data: None,
-                        life: crate::link::Lifecycle::new(crate::link::Phase::Active, now),
-                        meter: CodingMeter::new(metering.coding_budget),
-                        backup: metering.backup,
-                        name: None,
-                        peer_name: None,
-                        silence_reported: false,
-                    });
+                    let tx = TxLink::new(h.link, Some(from), 0.0, LinkState::Active, now);
+                    self.links.push(LinkSlot::new(tx, RxEstimator::new(0.0), metering, None, now));
                     self.links.sort_by_key(|s| s.tx.id);
                     self.events.push_back(Event::LinkAddress(h.link, from));
                 }
@@ -283,6 +268,14 @@ impl Session {
         if h.flags & FLAG_REPLY == 0 {
             if p.name.is_some() {
                 slot.peer_name = p.name;
+                // A named request says what the peer asks of this end's sends now: nothing
+                // when it carries no request byte.
+                let asked = p.request.unwrap_or_default();
+                if asked != slot.peer_request {
+                    slot.peer_request = asked;
+                    slot.apply_metering();
+                    tracing::debug!(link = %slot.tx.id, no_coding = asked.no_coding, backup = asked.backup, "peer's metering request");
+                }
             }
             if slot.replies.len() < 16 {
                 slot.replies.push_back((p.id, h.timestamp, now));

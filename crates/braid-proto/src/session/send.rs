@@ -637,7 +637,7 @@ impl Session {
             }
             let (flags, body) = if let Some((pid, ts, at)) = slot.replies.pop_front() {
                 let echo_delay_us = (now - at).as_micros() as u32;
-                (FLAG_REPLY, ProbeRepr { id: pid, echo_timestamp: ts, echo_delay_us, name: None })
+                (FLAG_REPLY, ProbeRepr { id: pid, echo_timestamp: ts, echo_delay_us, name: None, request: None })
             } else {
                 slot.probe_due = false;
                 slot.tx.last_probe = Some(now);
@@ -645,9 +645,14 @@ impl Session {
                 slot.life.handle_probe_sent(slot.tx.probe_id, now, &life_cfg);
                 // The link's name while it is being admitted, and on every 32nd probe after (a
                 // few bytes, so that a peer that missed it, or restarted, learns it again).
-                let named = slot.tx.state != crate::link::LinkState::Active || slot.tx.probe_id % 32 == 1;
+                // Also while a changed request is announced (`Session::set_link_request`); a
+                // named probe always says what this end asks, so none means nothing.
+                let named =
+                    slot.tx.state != crate::link::LinkState::Active || slot.tx.probe_id % 32 == 1 || slot.announce > 0;
+                slot.announce = slot.announce.saturating_sub(1);
                 let name = slot.name.filter(|_| named);
-                (0, ProbeRepr { id: slot.tx.probe_id, echo_timestamp: 0, echo_delay_us: 0, name })
+                let request = (slot.request != crate::wire::LinkRequest::default()).then_some(slot.request);
+                (0, ProbeRepr { id: slot.tx.probe_id, echo_timestamp: 0, echo_delay_us: 0, name, request })
             };
             let (n, destination) = self.start_datagram(now, buf, id, PacketType::Probe, flags, body.len())?;
             let m = body.emit(&mut buf[n..]).ok()?;

@@ -129,3 +129,44 @@ fn a_backup_link_carries_nothing_but_sparse_probes_until_it_is_the_only_one() {
     assert!((200..300).all(|i| got.contains(&i)), "the backup did not carry the traffic once alone");
     assert!(p.server.link_status(p.now + p.server_offset)[1].data_bytes > 0);
 }
+
+/// A vehicle's monthly allowance bounds the server's sends too: the client asks, in its named
+/// probes, that the server stop coding on an uplink and then use it only as a backup; the server
+/// tightens its own metering by the request and restores it when the request is withdrawn.
+#[test]
+fn the_peer_honours_a_request_to_stop_coding_or_keep_a_link_as_backup() {
+    use crate::wire::{LinkName, LinkRequest};
+    let mut p = Pair::new(&[(20, 1500.0), (10, 1000.0)], cfg(RecoveryKind::Oec));
+    for (i, name) in ["lte0", "lte1"].iter().enumerate() {
+        let mut l =
+            crate::session::LinkConfig::new(LinkId(i as u8), Some(super::pair::addr("192.0.2.1:7700")), 1.5e6, 1.5e6);
+        l.name = Some(LinkName::new(name).unwrap());
+        p.client.add_link(p.now, &l);
+    }
+    // The server's own metering of the faster link (min-delay's choice): a coding budget.
+    p.server.set_link_metering(LinkId(1), Metering::new(Some(0.5), false).unwrap());
+    p.advance(Duration::from_secs(2));
+    let server = |p: &Pair| p.server.link_status(p.now + p.server_offset)[1].metering;
+    assert_eq!(server(&p), Metering { coding_budget: Some(0.5), backup: false });
+
+    p.client.set_link_request(LinkId(1), LinkRequest { no_coding: true, backup: false });
+    p.advance(Duration::from_millis(200));
+    assert_eq!(server(&p), Metering { coding_budget: Some(0.0), backup: false });
+
+    p.client.set_link_request(LinkId(1), LinkRequest { no_coding: true, backup: true });
+    p.advance(Duration::from_millis(200));
+    assert_eq!(server(&p), Metering { coding_budget: Some(0.0), backup: true });
+    let before = p.server.link_status(p.now + p.server_offset)[1].data_bytes;
+    for i in 0..100 {
+        p.send_down(&packet(i, 1000));
+        p.advance(Duration::from_millis(20));
+    }
+    p.advance(Duration::from_secs(1));
+    assert_eq!(p.delivered_down.len(), 100);
+    assert_eq!(p.server.link_status(p.now + p.server_offset)[1].data_bytes, before, "the backup carried data");
+
+    // A new period: the request withdrawn, the server's own metering back.
+    p.client.set_link_request(LinkId(1), LinkRequest::default());
+    p.advance(Duration::from_millis(200));
+    assert_eq!(server(&p), Metering { coding_budget: Some(0.5), backup: false });
+}

@@ -33,7 +33,7 @@ pub(crate) use coded::SplitMix64;
 pub use coded::{CodeKind, CodedRepr, Coverage, FOUNTAIN_SYMBOL_PREFIX};
 pub use feedback::{FeedbackRepr, LinkReport, NackRange};
 pub use header::{Header, PacketType};
-pub use probe::{LinkName, MAX_LINK_NAME, ProbeRepr};
+pub use probe::{LinkName, LinkRequest, MAX_LINK_NAME, ProbeRepr};
 
 /// braid's protocol version, carried in the top two bits of every datagram. Version 2 narrowed the
 /// session id to 16 bits and the piggybacked ack to 16, so that no data packet exceeds 60 bytes.

@@ -12,6 +12,10 @@ pub struct ProbeRepr {
     /// The sender's name for this uplink, in a request (after the fixed fields: a length byte
     /// and the name; receivers that predate it ignore trailing bytes).
     pub name: Option<LinkName>,
+    /// What the sender asks of the receiver's sends on this link, in a request that carries a
+    /// name (one byte after it; a named request without it asks nothing). Without a name it is
+    /// not sent.
+    pub request: Option<LinkRequest>,
     /// Probe number chosen by the prober.
     pub id: u32,
     /// The request's header timestamp (prober's clock), in a reply.
@@ -24,9 +28,9 @@ impl ProbeRepr {
     /// Bytes the fixed fields take.
     pub const LEN: usize = 12;
 
-    /// Bytes the body takes, with the name.
+    /// Bytes the body takes, with the name and request.
     pub fn len(&self) -> usize {
-        Self::LEN + self.name.map_or(0, |n| 1 + n.as_str().len())
+        Self::LEN + self.name.map_or(0, |n| 1 + n.as_str().len() + usize::from(self.request.is_some()))
     }
 
     /// Whether the body is empty (never: the fixed fields are always there).
@@ -37,18 +41,22 @@ impl ProbeRepr {
     /// Parses a probe body.
     pub fn parse(body: &[u8]) -> Result<Self, WireError> {
         let mut r = Reader::new(body);
-        Ok(ProbeRepr {
-            id: r.u32("probe id")?,
-            echo_timestamp: r.u32("probe echo timestamp")?,
-            echo_delay_us: r.u32("probe echo delay")?,
-            name: match r.remaining() {
-                0 => None,
-                _ => {
-                    let n = usize::from(r.u8("uplink name length")?);
-                    Some(LinkName::from_bytes(r.take("uplink name", n)?)?)
-                }
-            },
-        })
+        let id = r.u32("probe id")?;
+        let echo_timestamp = r.u32("probe echo timestamp")?;
+        let echo_delay_us = r.u32("probe echo delay")?;
+        let name = match r.remaining() {
+            0 => None,
+            _ => {
+                let n = usize::from(r.u8("uplink name length")?);
+                Some(LinkName::from_bytes(r.take("uplink name", n)?)?)
+            }
+        };
+        // Anything after the request byte is from a later version: ignored, as the name was.
+        let request = match (name, r.remaining()) {
+            (Some(_), 1..) => Some(LinkRequest::from_byte(r.u8("link request")?)),
+            _ => None,
+        };
+        Ok(ProbeRepr { name, request, id, echo_timestamp, echo_delay_us })
     }
 
     /// Writes the body, returning the bytes written.
@@ -61,8 +69,37 @@ impl ProbeRepr {
             // At most MAX_LINK_NAME (32) bytes: fits the length byte.
             w.u8(n.len as u8);
             w.bytes(n.as_str().as_bytes());
+            if let Some(r) = self.request {
+                w.u8(r.to_byte());
+            }
         }
         Ok(w.pos)
+    }
+}
+
+/// What one end asks of the other's sends on a link: a vehicle whose monthly data allowance on
+/// an uplink is nearly used asks the server to stop coding there, and once it is used up, to
+/// treat the uplink as a backup, so that the allowance bounds both directions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LinkRequest {
+    /// Send no coded packets on the link.
+    pub no_coding: bool,
+    /// Use the link only while no other is usable (the receiver's `Metering::backup`).
+    pub backup: bool,
+}
+
+impl LinkRequest {
+    const NO_CODING: u8 = 1;
+    const BACKUP: u8 = 2;
+
+    /// The byte it travels as (bits this version does not know are ignored when read).
+    pub fn to_byte(self) -> u8 {
+        u8::from(self.no_coding) * Self::NO_CODING | u8::from(self.backup) * Self::BACKUP
+    }
+
+    /// Reads the byte.
+    pub fn from_byte(b: u8) -> Self {
+        LinkRequest { no_coding: b & Self::NO_CODING != 0, backup: b & Self::BACKUP != 0 }
     }
 }
 
@@ -120,8 +157,13 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_bad_ones_are_refused() {
-        let named =
-            ProbeRepr { id: 7, echo_timestamp: 0, echo_delay_us: 0, name: Some(LinkName::new("lte1").unwrap()) };
+        let named = ProbeRepr {
+            id: 7,
+            echo_timestamp: 0,
+            echo_delay_us: 0,
+            name: Some(LinkName::new("lte1").unwrap()),
+            request: None,
+        };
         let mut buf = [0u8; 64];
         let n = named.emit(&mut buf).unwrap();
         assert_eq!(n, 12 + 1 + 4);
@@ -142,5 +184,34 @@ mod tests {
         buf[13..46].fill(b'x');
         assert!(ProbeRepr::parse(&buf[..46]).is_err(), "33 bytes");
         assert_eq!(LinkName::new(&"x".repeat(32)).unwrap().as_str().len(), 32);
+    }
+
+    #[test]
+    fn a_request_rides_after_the_name_and_unknown_bits_are_ignored() {
+        let mut buf = [0u8; 64];
+        for request in [
+            LinkRequest { no_coding: true, backup: false },
+            LinkRequest { no_coding: true, backup: true },
+            LinkRequest::default(),
+        ] {
+            let p = ProbeRepr {
+                id: 9,
+                echo_timestamp: 0,
+                echo_delay_us: 0,
+                name: Some(LinkName::new("lte0").unwrap()),
+                request: Some(request),
+            };
+            let n = p.emit(&mut buf).unwrap();
+            assert_eq!(n, 12 + 1 + 4 + 1);
+            assert_eq!(ProbeRepr::parse(&buf[..n]).unwrap(), p);
+            // A receiver of the version before reads the name and stops there: the byte after
+            // it is what it ignores (the name test above parses 12 + 1 + 4 bytes exactly).
+        }
+        buf[17] = 0xfe;
+        assert_eq!(ProbeRepr::parse(&buf[..18]).unwrap().request, Some(LinkRequest { no_coding: false, backup: true }));
+        // Without a name no request is sent.
+        let p =
+            ProbeRepr { id: 1, echo_timestamp: 0, echo_delay_us: 0, name: None, request: Some(LinkRequest::default()) };
+        assert_eq!(p.emit(&mut buf).unwrap(), 12);
     }
 }

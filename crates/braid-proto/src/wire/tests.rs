@@ -125,7 +125,7 @@ fn feedback_round_trip() {
 
 #[test]
 fn probe_and_close_round_trip() {
-    let p = ProbeRepr { id: 7, echo_timestamp: 8, echo_delay_us: 9, name: None };
+    let p = ProbeRepr { id: 7, echo_timestamp: 8, echo_delay_us: 9, name: None, request: None };
     let mut buf = [0u8; 12];
     p.emit(&mut buf).unwrap();
     assert_eq!(ProbeRepr::parse(&buf).unwrap(), p);
