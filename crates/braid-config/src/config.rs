@@ -68,6 +68,10 @@ pub struct ClientConfig {
     /// Allows `metrics` on an address other than loopback (the endpoint has no authentication).
     #[serde(default)]
     pub metrics_public: bool,
+    /// Where the client keeps what must outlive a restart (each uplink's data used this billing
+    /// period, `usage.json`), default `/var/lib/braid`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_dir: Option<PathBuf>,
 }
 
 /// The client's servers, in the order they are tried; at least one, each `host:port`.
@@ -413,6 +417,77 @@ pub struct UplinkConfig {
     /// every 30 s.
     #[serde(default)]
     pub backup: bool,
+    /// The uplink's monthly data allowance (`"30GB"`, `"500 MiB"`, or a number of bytes), counted
+    /// both ways over braid's datagrams with their IP and UDP headers, kept across restarts in
+    /// `state_dir`. At 90 % of it coding stops on this uplink; at 100 % it becomes a backup uplink
+    /// until `billing_day` starts the next period. Absent: no allowance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monthly_budget: Option<ByteSize>,
+    /// The day of the month (1 to 28, UTC) on which `monthly_budget` starts again (default 1).
+    #[serde(default = "default_billing_day")]
+    pub billing_day: u8,
+}
+
+fn default_billing_day() -> u8 {
+    1
+}
+
+/// A number of bytes, written `"30GB"`, `"30 GiB"`, `"500MB"`, `"1.5 TB"` (SI units are powers of
+/// 1000, as carriers bill; `KiB`, `MiB`, `GiB` and `TiB` powers of 1024) or as a plain number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "SizeText", into = "u64")]
+pub struct ByteSize(pub u64);
+
+impl From<ByteSize> for u64 {
+    fn from(b: ByteSize) -> u64 {
+        b.0
+    }
+}
+
+/// `"30GB"` or `30000000000`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SizeText {
+    Number(u64),
+    Text(String),
+}
+
+impl TryFrom<SizeText> for ByteSize {
+    type Error = String;
+    fn try_from(v: SizeText) -> Result<Self, String> {
+        match v {
+            SizeText::Number(n) => Ok(ByteSize(n)),
+            SizeText::Text(t) => t.parse(),
+        }
+    }
+}
+
+impl std::str::FromStr for ByteSize {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        let t = text.trim();
+        let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+        let (number, unit) = (&t[..split], t[split..].trim());
+        let bad = || format!("{text:?} is not a size such as \"30GB\", \"500 MiB\" or a number of bytes");
+        let value: f64 = number.parse().map_err(|_| bad())?;
+        let scale: f64 = match unit.to_ascii_lowercase().as_str() {
+            "" | "b" => 1.0,
+            "kb" | "k" => 1e3,
+            "mb" | "m" => 1e6,
+            "gb" | "g" => 1e9,
+            "tb" | "t" => 1e12,
+            "kib" => 1024.0,
+            "mib" => 1024f64.powi(2),
+            "gib" => 1024f64.powi(3),
+            "tib" => 1024f64.powi(4),
+            _ => return Err(bad()),
+        };
+        let bytes = value * scale;
+        if !bytes.is_finite() || bytes >= u64::MAX as f64 {
+            return Err(bad());
+        }
+        Ok(ByteSize(bytes.round() as u64))
+    }
 }
 
 impl UplinkConfig {
@@ -670,6 +745,14 @@ impl ClientConfig {
             if let Err(e) = Metering::new(u.coding_budget, u.backup) {
                 bail!("uplink[{i}].coding_budget: {e}");
             }
+            if u.monthly_budget == Some(ByteSize(0)) {
+                bail!(
+                    "uplink[{i}].monthly_budget: must be more than 0 (use backup = true for an uplink kept in reserve)"
+                );
+            }
+            if !(1..=28).contains(&u.billing_day) {
+                bail!("uplink[{i}].billing_day: {} is not a day 1 to 28 (every month has those)", u.billing_day);
+            }
         }
         c.mtu()?;
         c.session.check()?;
@@ -703,6 +786,11 @@ impl ClientConfig {
     /// The control socket path.
     pub fn control_path(&self) -> PathBuf {
         self.control.clone().unwrap_or_else(|| PathBuf::from("/run/braid/client.sock"))
+    }
+
+    /// The state directory (`state_dir`).
+    pub fn state_dir(&self) -> PathBuf {
+        self.state_dir.clone().unwrap_or_else(|| PathBuf::from("/var/lib/braid"))
     }
 }
 

@@ -232,6 +232,8 @@ fn start_braid(topo: &Topology, scheme: &SchemeSpec, braid_bin: &Path, run: &mut
             weight: weights.get(i).copied().unwrap_or(1),
             coding_budget: l.metering.coding_budget,
             backup: l.metering.backup,
+            monthly_budget: None,
+            billing_day: 1,
         })
         .collect();
     // The vehicle's tunnel address and the riders' network behind it (cryptokey routing).

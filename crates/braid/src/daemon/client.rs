@@ -11,7 +11,8 @@ use super::config::{ClientConfig, UplinkConfig};
 use super::control::{Request, Response};
 use super::netwatch::{IfChange, IfState};
 use super::servers::{self, ServerChoice};
-use super::status::{DaemonStatus, session_status};
+use super::status::{DaemonStatus, MonthlyUsage, session_status};
+use super::usage::Usage;
 use super::{Clock, Input, control, metrics, netwatch, spawn_signals, tun, uplink};
 use anyhow::Context;
 use braid_proto::crypto::{Initiator, InitiatorEvent, Reject, RejectCounts, TAG_LEN};
@@ -109,7 +110,15 @@ struct Client {
     rejected: RejectCounts,
     handshakes: u64,
     hints: u64,
+    /// The uplinks' monthly allowances (`monthly_budget`).
+    usage: super::usage::Usage,
+    /// When the allowances are next counted, and saved.
+    usage_due: braid_proto::Instant,
+    usage_saved: braid_proto::Instant,
 }
+
+/// How often the uplinks' monthly usage is counted and their metering adjusted.
+const USAGE_EVERY: Duration = Duration::from_secs(1);
 
 /// Runs `braid client --config PATH` until SIGTERM.
 pub fn run(path: &Path) -> anyhow::Result<()> {
@@ -169,6 +178,7 @@ async fn run_async(path: PathBuf, cfg: ClientConfig) -> anyhow::Result<()> {
         })
         .collect();
     let buf = vec![0u8; usize::from(mtu) + braid_proto::wire::MAX_CARRIER_OVERHEAD + TAG_LEN];
+    let usage = Usage::load(&cfg.state_dir(), &cfg.uplink, std::time::SystemTime::now());
     let mut client = Client {
         path,
         clock,
@@ -191,9 +201,14 @@ async fn run_async(path: PathBuf, cfg: ClientConfig) -> anyhow::Result<()> {
         rejected: RejectCounts::default(),
         handshakes: 0,
         hints: 0,
+        usage,
+        usage_due: braid_proto::Instant::ZERO,
+        usage_saved: braid_proto::Instant::ZERO,
     };
     let span = tracing::info_span!("client");
     client.run(rx).instrument(span).await;
+    client.count_usage();
+    client.usage.save();
     for u in &mut client.uplinks {
         u.close();
     }
@@ -206,7 +221,8 @@ impl Client {
         let mut idle_spins = 0u32;
         loop {
             let engine = self.keyed.as_ref().and_then(|k| k.poll_timeout());
-            let next = [engine, self.handshake_due(), self.resolve_due].into_iter().flatten().min();
+            let usage = self.usage.active().then_some(self.usage_due);
+            let next = [engine, self.handshake_due(), self.resolve_due, usage].into_iter().flatten().min();
             let deadline = next.map(|t| self.clock.tokio_instant(t));
             let first = tokio::select! {
                 i = rx.recv() => match i { Some(i) => Some(i), None => return },
@@ -227,6 +243,14 @@ impl Client {
             }
             if self.resolve_due.is_some_and(|t| t <= now) {
                 self.resolve(now).await;
+            }
+            if self.usage.active() && self.usage_due <= now {
+                self.usage_due = now + USAGE_EVERY;
+                self.count_usage();
+                if now.saturating_duration_since(self.usage_saved) >= super::usage::SAVE_EVERY {
+                    self.usage_saved = now;
+                    self.usage.save();
+                }
             }
             if self.handshake_due().is_some_and(|t| t <= self.clock.now()) {
                 self.initiate(self.clock.now()).await;
@@ -450,7 +474,13 @@ impl Client {
                     tracing::info!(session = format_args!("{:04x}", e.session), "session rekeyed");
                     return;
                 }
-                let session = self.new_session(e.session, now);
+                // What the old session carried counts before its counters go.
+                self.count_usage();
+                self.usage.new_session();
+                let mut session = self.new_session(e.session, now);
+                for i in 0..self.cfg.uplink.len() {
+                    session.set_link_request(LinkId(i as u8), self.usage.stage(i).request());
+                }
                 self.keyed = Some(SealedSession::new(session, &e.keys, now));
                 tracing::info!(session = format_args!("{:04x}", e.session), cipher = %e.keys.suite, "session established");
             }
@@ -466,8 +496,17 @@ impl Client {
         scfg.seed = u64::from_le_bytes(seed);
         self.cfg.session.configure(&mut scfg);
         scfg.max_packet = usize::from(self.mtu);
-        let links: Vec<LinkConfig> =
-            self.cfg.uplink.iter().enumerate().map(|(i, u)| link_config(i, u, self.servers.addr())).collect();
+        let links: Vec<LinkConfig> = self
+            .cfg
+            .uplink
+            .iter()
+            .enumerate()
+            .map(|(i, u)| {
+                let mut l = link_config(i, u, self.servers.addr());
+                l.metering = self.usage.metering(i, l.metering);
+                l
+            })
+            .collect();
         Session::new(scfg, &links, now)
     }
 
@@ -666,6 +705,13 @@ impl Client {
                     Some(a) if a.to_string() != self.servers.entry() => format!("{} ({a})", self.servers.entry()),
                     _ => self.servers.entry().to_string(),
                 };
+                for (i, u) in s.uplinks.iter_mut().enumerate() {
+                    u.monthly = self.usage.report(i).map(|(used_bytes, budget_bytes, stage)| MonthlyUsage {
+                        used_bytes,
+                        budget_bytes,
+                        stage: stage.to_string(),
+                    });
+                }
                 s.cipher = k.channel().suite().to_string();
                 s.key_age_s = now.saturating_duration_since(k.channel().keys_born()).as_secs_f64();
                 s
@@ -681,6 +727,24 @@ impl Client {
             unknown_session_hints: self.hints,
             sessions,
             ..Default::default()
+        }
+    }
+
+    /// Counts the uplinks' bytes into their monthly allowances and applies any change of stage.
+    fn count_usage(&mut self) {
+        let Some(k) = self.keyed.as_mut() else { return };
+        let mut counters = vec![braid_proto::session::LinkCounters::default(); self.cfg.uplink.len()];
+        for l in k.link_status(self.clock.now()) {
+            if let Some(c) = counters.get_mut(usize::from(l.id.0)) {
+                *c = l.counters;
+            }
+        }
+        for change in self.usage.account(&counters, std::time::SystemTime::now()) {
+            if let Some(u) = self.cfg.uplink.get(change.uplink) {
+                let id = LinkId(change.uplink as u8);
+                k.set_link_metering(id, change.stage.metering(u.metering()));
+                k.set_link_request(id, change.stage.request());
+            }
         }
     }
 
@@ -701,7 +765,7 @@ impl Client {
             if let Some(id) = self.find_link(&u.name) {
                 if let Some(k) = self.keyed.as_mut() {
                     k.set_link_weight(id, u.weight);
-                    k.set_link_metering(id, u.metering());
+                    k.set_link_metering(id, self.usage.metering(usize::from(id.0), u.metering()));
                 }
                 if let Some(c) = self.cfg.uplink.get_mut(usize::from(id.0)) {
                     c.weight = u.weight;
@@ -710,6 +774,15 @@ impl Client {
                 }
             }
         }
+        self.count_usage();
+        self.usage.reconfigure(&self.cfg.state_dir(), &cfg.uplink);
+        for u in &mut self.cfg.uplink {
+            if let Some(new) = cfg.uplink.iter().find(|n| n.name == u.name) {
+                u.monthly_budget = new.monthly_budget;
+                u.billing_day = new.billing_day;
+            }
+        }
+        self.count_usage();
         self.cfg.session = cfg.session.clone();
         tracing::info!(
             recovery = %cfg.session.recovery(),

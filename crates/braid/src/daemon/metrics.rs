@@ -315,6 +315,17 @@ pub fn render(s: &DaemonStatus) -> String {
         "Coded packets the uplink's coding budget held back.",
         per_link(&|u| Some(u.coded_withheld as f64)),
     );
+    // Uplinks without a monthly allowance are left out.
+    e.gauge(
+        "uplink_billing_period_bytes",
+        "Bytes both ways on the uplink this billing period (uplinks with a monthly_budget).",
+        per_link(&|u| u.monthly.as_ref().map(|m| m.used_bytes as f64)),
+    );
+    e.gauge(
+        "uplink_monthly_budget_bytes",
+        "The uplink's monthly data allowance.",
+        per_link(&|u| u.monthly.as_ref().map(|m| m.budget_bytes as f64)),
+    );
     e.counter(
         "uplink_queue_corrections_total",
         "Times the peer's echoes showed a deeper queue than the model and corrected it.",

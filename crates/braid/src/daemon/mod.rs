@@ -19,6 +19,7 @@ pub mod servers;
 pub mod status;
 pub mod tun;
 pub mod uplink;
+mod usage;
 
 use bytes::Bytes;
 use std::net::SocketAddr;

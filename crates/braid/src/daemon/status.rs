@@ -202,6 +202,21 @@ pub struct UplinkStatus {
     /// A backup uplink: used only when no other is.
     #[serde(default)]
     pub backup: bool,
+    /// With a `monthly_budget`: bytes used this billing period, the allowance, and what it
+    /// does to the uplink now (`normal`, `no coding`, `backup`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monthly: Option<MonthlyUsage>,
+}
+
+/// An uplink's monthly allowance in `braid status` (client only).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MonthlyUsage {
+    /// Bytes both ways this billing period.
+    pub used_bytes: u64,
+    /// The allowance, bytes.
+    pub budget_bytes: u64,
+    /// `normal`, `no coding` (90 % used) or `backup` (used up).
+    pub stage: String,
 }
 
 impl UplinkStatus {
@@ -252,6 +267,7 @@ pub fn session_status(
                 coding_budget: l.metering.coding_budget,
                 coded_withheld: l.coded_withheld,
                 backup: l.metering.backup,
+                monthly: None,
             }
         })
         .collect();
@@ -366,6 +382,17 @@ impl DaemonStatus {
                     u.coding_budget.map_or_else(|| "none".to_string(), |b| format!("{b}")),
                     u.coded_withheld
                 );
+                if let Some(m) = &u.monthly {
+                    let _ = writeln!(
+                        o,
+                        "  {:<10} this month: {:.2} of {:.2} GB ({:.0} %), {}",
+                        "",
+                        m.used_bytes as f64 / 1e9,
+                        m.budget_bytes as f64 / 1e9,
+                        100.0 * m.used_bytes as f64 / m.budget_bytes.max(1) as f64,
+                        m.stage
+                    );
+                }
                 if !u.time_in_s.is_empty() {
                     let spells: Vec<String> = u.time_in_s.iter().map(|(p, s)| format!("{p} {s:.1} s")).collect();
                     let _ = writeln!(o, "  {:<10} time in: {}", "", spells.join(", "));
