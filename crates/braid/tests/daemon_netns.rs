@@ -554,3 +554,56 @@ fn an_uplink_blackout_pauses_a_transfer_briefly() {
     println!("uplink a went down {downs} times");
     assert!(downs >= 2, "uplink a downs: {st}");
 }
+
+/// An uplink's monthly allowance (`monthly_budget`) used up: the client keeps the uplink in
+/// reserve and the server, asked in the uplink's probes, does the same, so the traffic that
+/// follows goes over the other uplink both ways; the count survives a restart of the client.
+#[test]
+fn a_used_up_monthly_allowance_keeps_the_uplink_in_reserve() {
+    let Some(mut tb) = setup() else { return };
+    write_configs(&tb.dir);
+    let (van, lan) = (tb.van.clone(), tb.lan.clone());
+    let dir = tb.dir.clone();
+    let path = dir.join("client.toml");
+    let text = std::fs::read_to_string(&path).expect("client.toml");
+    let text = text.replace("interface = \"va0\"\n", "interface = \"va0\"\nmonthly_budget = \"300kB\"\n");
+    std::fs::write(&path, format!("state_dir = \"{}/state\"\n{text}", dir.display())).expect("client.toml");
+    let config = path.to_str().unwrap_or_default().to_string();
+    tb.spawn(&lan, &[BIN, "server", "--config", dir.join("server.toml").to_str().unwrap_or_default()], "server.log");
+    wait_for("the server", Duration::from_secs(10), || dir.join("server.sock").exists());
+    let client = tb.spawn(&van, &[BIN, "client", "--config", &config], "client.log");
+    wait_for("the client", Duration::from_secs(10), || dir.join("client.sock").exists());
+    wait_for("both uplinks active", Duration::from_secs(10), || all_active(&tb.status("client")));
+
+    let stage = |st: &Value| uplinks(st)[0]["monthly"]["stage"].as_str().unwrap_or_default().to_string();
+    assert_eq!(stage(&tb.status("client")), "normal");
+    // About 2 x 400 kB through the tunnel, both ways, most of it over `a` (the faster route).
+    tb.ns(&van, "ping -q -c 400 -i 0.005 -s 1000 10.77.0.1 >/dev/null || true");
+    wait_for("the allowance used up", Duration::from_secs(10), || stage(&tb.status("client")) == "backup");
+    let server_a = |tb: &Testbed| {
+        let st = tb.status("server");
+        uplinks(&st).into_iter().find(|u| u["name"] == "a").unwrap_or_default()
+    };
+    wait_for("the server keeping `a` in reserve", Duration::from_secs(10), || server_a(&tb)["backup"] == true);
+    assert_eq!(server_a(&tb)["coding_budget"], 0.0);
+
+    let (client_before, server_before) =
+        (uplinks(&tb.status("client"))[0]["data_sent"].clone(), server_a(&tb)["data_sent"].clone());
+    let out = tb.ns(&van, "ping -c 50 -i 0.02 -s 1000 10.77.0.1");
+    assert!(out.contains(" 0% packet loss"), "pings over the other uplink: {out}");
+    assert_eq!(uplinks(&tb.status("client"))[0]["data_sent"], client_before, "the client sent data on `a`");
+    assert_eq!(server_a(&tb)["data_sent"], server_before, "the server sent data on `a`");
+
+    // A clean stop saves the count; the restarted client starts with `a` in reserve.
+    let pid = tb.children[client].id().to_string();
+    run(&["kill", "-TERM", &pid]).expect("kill");
+    let _ = tb.children[client].wait();
+    let saved = std::fs::read_to_string(dir.join("state/usage.json")).expect("usage.json written");
+    let saved: Value = serde_json::from_str(&saved).expect("usage.json is JSON");
+    assert!(saved["uplinks"]["a"]["bytes"].as_u64().unwrap_or(0) >= 300_000, "{saved}");
+    let _ = std::fs::remove_file(dir.join("client.sock"));
+    tb.spawn(&van, &[BIN, "client", "--config", &config], "client2.log");
+    wait_for("the client again", Duration::from_secs(10), || dir.join("client.sock").exists());
+    wait_for("a session again", Duration::from_secs(10), || uplinks(&tb.status("client")).len() == 2);
+    assert_eq!(stage(&tb.status("client")), "backup");
+}
