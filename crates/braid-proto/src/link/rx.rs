@@ -100,7 +100,7 @@ pub const CONGESTION_QUEUE_MIN: f64 = 10_000.0;
 /// A loss counts as congestion when the packet revealing it met at least this share of the
 /// largest queue of the last [`QUEUE_MAX_BUCKET`] or two: a full drop-tail buffer is the largest
 /// queue a link shows.
-pub const CONGESTION_QUEUE_SHARE: f64 = 0.75;
+pub const CONGESTION_QUEUE_SHARE: f64 = 0.9;
 /// The largest recent queue is the maximum over the last one to two of these spans.
 const QUEUE_MAX_BUCKET: Duration = Duration::from_secs(5);
 
