@@ -694,7 +694,9 @@ mod tests {
         for i in 0..20u64 {
             let t = i * 100_000;
             if i != 10 {
-                flags.push(e.handle(Instant::from_micros(t + tx + 30_000), seq::truncate(seq), t as u32, 1000).congested);
+                flags.push(
+                    e.handle(Instant::from_micros(t + tx + 30_000), seq::truncate(seq), t as u32, 1000).congested,
+                );
             }
             seq += 1;
         }
