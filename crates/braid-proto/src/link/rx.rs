@@ -122,6 +122,8 @@ pub struct RxEstimator {
     peak: (f64, f64, Option<Instant>),
     /// Windowed maximum of the queue met (µs above the floor): current and previous bucket.
     queue_max: (f64, f64, Option<Instant>),
+    /// The queue the newest packet met (µs above the floor).
+    last_queue_us: f64,
     interval: Interval,
     streak: Vec<f64>,
     streak_above: bool,
@@ -166,6 +168,7 @@ impl RxEstimator {
             floor: (f64::INFINITY, f64::INFINITY, None),
             peak: (f64::NEG_INFINITY, f64::NEG_INFINITY, None),
             queue_max: (0.0, 0.0, None),
+            last_queue_us: 0.0,
             interval: Interval::default(),
             streak: Vec::with_capacity(CAPACITY_STREAK),
             streak_above: false,
@@ -202,6 +205,7 @@ impl RxEstimator {
         self.received += 1;
         let queued_us = self.standing_sample(now, timestamp);
         let largest = self.track_queue_max(now, queued_us);
+        self.last_queue_us = queued_us;
         let congested =
             newly_lost > 0 && queued_us >= CONGESTION_QUEUE_MIN && queued_us >= largest * CONGESTION_QUEUE_SHARE;
         self.update_owd(now, timestamp, size);
@@ -505,6 +509,11 @@ impl RxEstimator {
         let base = self.owd_base?;
         let peak = self.peak.0.max(self.peak.1);
         if peak.is_finite() { Some(base.wrapping_add(peak.round() as i32 as u32)) } else { self.owd_us() }
+    }
+
+    /// The queue the newest packet met: its delay above the empty-queue delay.
+    pub fn last_queue(&self) -> Duration {
+        Duration::from_micros(self.last_queue_us.max(0.0) as u64)
     }
 
     /// Send time and local arrival of the newest datagram, for the echo in feedback.

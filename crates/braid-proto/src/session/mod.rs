@@ -737,6 +737,23 @@ impl Session {
             && self.usable_slots().filter_map(|s| s.tx.min_path_rtt()).min().is_none_or(|r| r < AUTO_AQM_MIN_RTT)
     }
 
+    /// Whether every other link that carries data has a queue too (the newest packet on it met
+    /// at least [`crate::link::CONGESTION_QUEUE_MIN`]), so that a loss at `link`'s full buffer is
+    /// the passengers' load exceeding the uplinks together. While another uplink still has room,
+    /// the overflow is braid's split (an estimate still too low, early in a transfer): repaired,
+    /// and the split moves; given up, TCP cut its window while capacity stood idle (20 + 20
+    /// Mbit/s: 28 Mbit/s for the first 5 s of a run).
+    pub(crate) fn all_links_queued(&self, now: Instant, link: LinkId) -> bool {
+        let newest = self.links.iter().filter_map(|s| s.last_data).max();
+        let min = Duration::from_micros(crate::link::CONGESTION_QUEUE_MIN as u64);
+        self.links.iter().filter(|s| s.tx.id != link && s.tx.state != LinkState::Down).all(|s| {
+            match (s.last_data, newest) {
+                (Some(at), Some(n)) if at + DATA_RECENT >= n && now < at + DATA_RECENT => s.rx.last_queue() >= min,
+                _ => true,
+            }
+        })
+    }
+
     /// Notes that the data packets after `from` and before `to` include one that link
     /// congestion dropped (an uplink's buffer overflowed: [`crate::link::RxSample::congested`]).
     pub(crate) fn note_congestion_loss(&mut self, from: u64, to: u64) {

@@ -103,7 +103,9 @@ impl Session {
             }
             slot.highest_data = Some(slot.highest_data.map_or(seq, |h| h.max(seq)));
         }
-        if let Some((from, to)) = congestion {
+        if let Some((from, to)) = congestion
+            && self.all_links_queued(now, h.link)
+        {
             self.note_congestion_loss(from, to);
         }
         let slot = self.slot_mut(h.link).expect("slot exists");
