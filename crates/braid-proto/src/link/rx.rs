@@ -90,8 +90,8 @@ pub struct RxSample {
     pub newly_lost: u64,
     /// The revealed loss is congestion: this packet met a queue of at least
     /// [`CONGESTION_QUEUE_MIN`] and near the largest of the last seconds
-    /// ([`CONGESTION_QUEUE_SHARE`]), as a drop-tail buffer's overflow does; a wireless loss on an
-    /// uncrowded link does not.
+    /// ([`CONGESTION_QUEUE_SHARE`]) on a link that was losing little ([`CONGESTION_LOSS_MAX`]),
+    /// as a drop-tail buffer's overflow does; a wireless loss on an uncrowded link does not.
     pub congested: bool,
 }
 
@@ -101,6 +101,11 @@ pub const CONGESTION_QUEUE_MIN: f64 = 10_000.0;
 /// largest queue of the last [`QUEUE_MAX_BUCKET`] or two: a full drop-tail buffer is the largest
 /// queue a link shows.
 pub const CONGESTION_QUEUE_SHARE: f64 = 0.9;
+/// A loss counts as congestion only on a link whose loss estimate was below this just before: an
+/// overflow follows a loss-free stretch in which the queue filled, while a link at the fringe of
+/// its range loses at any queue (the drive-by scenario's WiFi: up to 30 %), and those losses are
+/// braid's to repair.
+pub const CONGESTION_LOSS_MAX: f64 = 0.05;
 /// The largest recent queue is the maximum over the last one to two of these spans.
 const QUEUE_MAX_BUCKET: Duration = Duration::from_secs(5);
 
@@ -182,6 +187,7 @@ impl RxEstimator {
     pub fn handle(&mut self, now: Instant, wire_link_seq: u32, timestamp: u32, size: usize) -> RxSample {
         let expected = self.highest.map_or(0, |h| h + 1);
         let link_seq = seq::expand(expected, wire_link_seq);
+        let loss_before = self.loss;
         let mut newly_lost = 0;
         match self.highest {
             Some(h) if link_seq <= h => {
@@ -206,8 +212,10 @@ impl RxEstimator {
         let queued_us = self.standing_sample(now, timestamp);
         let largest = self.track_queue_max(now, queued_us);
         self.last_queue_us = queued_us;
-        let congested =
-            newly_lost > 0 && queued_us >= CONGESTION_QUEUE_MIN && queued_us >= largest * CONGESTION_QUEUE_SHARE;
+        let congested = newly_lost > 0
+            && loss_before < CONGESTION_LOSS_MAX
+            && queued_us >= CONGESTION_QUEUE_MIN
+            && queued_us >= largest * CONGESTION_QUEUE_SHARE;
         self.update_owd(now, timestamp, size);
         self.update_capacity(now, timestamp, size, newly_lost, queued_us);
         self.update_delivery_rate(now, timestamp, size);
