@@ -98,8 +98,9 @@ pub struct RxSample {
 /// The least queue (µs above the empty-queue delay) at which a loss can count as congestion.
 pub const CONGESTION_QUEUE_MIN: f64 = 10_000.0;
 /// A loss counts as congestion when the packet revealing it met at least this share of the
-/// largest queue of the last [`QUEUE_MAX_BUCKET`] or two: a full drop-tail buffer is the largest
-/// queue a link shows.
+/// largest queue of the last 5-10 s: a full drop-tail buffer is the largest queue a link shows.
+/// At 3/4, bursty wireless losses behind short flows' queues passed for overflows (PluriBus' bus,
+/// 3 runs: mean FCT 0.258 s against 0.247 s at 9/10).
 pub const CONGESTION_QUEUE_SHARE: f64 = 0.9;
 /// A loss counts as congestion only on a link whose loss estimate was below this just before: an
 /// overflow follows a loss-free stretch in which the queue filled, while a link at the fringe of
@@ -224,7 +225,7 @@ impl RxEstimator {
         RxSample { link_seq, newly_lost, congested }
     }
 
-    /// Keeps the largest queue of the last [`QUEUE_MAX_BUCKET`] or two, `queued_us` included,
+    /// Keeps the largest queue of the last 5-10 s, `queued_us` included,
     /// and returns it.
     fn track_queue_max(&mut self, now: Instant, queued_us: f64) -> f64 {
         let (cur, prev, since) = &mut self.queue_max;
@@ -703,8 +704,8 @@ mod tests {
 
     #[test]
     fn overflow_of_a_full_buffer_is_congestion_a_loss_on_an_empty_link_is_not() {
-        let mut e = RxEstimator::new(1e6);
-        let tx = 8_000u64; // 1000 B at 1 Mbit/s
+        let mut e = RxEstimator::new(10e6);
+        let tx = 800u64; // 1000 B at 10 Mbit/s
         let mut seq = 0u64;
         // Sparse packets meet an empty link; one of them is lost on the air.
         let mut flags = Vec::new();
@@ -719,13 +720,13 @@ mod tests {
         }
         assert!(!flags.iter().any(|&c| c), "a loss at an empty queue is not congestion");
         assert_eq!(e.counts().1, 1);
-        // Then a sender at 1.33x the link into a drop-tail buffer of 50 ms: the queue grows to the
-        // buffer, and every loss from then on is an overflow.
+        // Then a sender at 1.05x the link into a drop-tail buffer of 50 ms (a TCP flow probing
+        // for more): the queue grows to the buffer, which then drops one packet in about twenty.
         let start = 2_100_000u64;
         let mut free = start;
         let (mut congested, mut lost) = (0, 0);
-        for i in 0..400u64 {
-            let sent = start + i * 6_000;
+        for i in 0..3000u64 {
+            let sent = start + i * 760;
             if free.saturating_sub(sent) > 50_000 {
                 lost += 1;
                 seq += 1;
