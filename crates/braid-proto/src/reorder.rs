@@ -39,8 +39,11 @@ pub struct ReorderStats {
     pub wait_us: u64,
     /// Delivered after their gap had been skipped.
     pub late: u64,
-    /// Sequence numbers skipped when a hold expired.
+    /// Sequence numbers skipped when a hold expired or the hole was given up
+    /// ([`ReorderBuffer::abandon`]).
     pub skipped: u64,
+    /// Of those, the holes given up at once as congestion losses.
+    pub abandoned: u64,
     /// Duplicates dropped.
     pub duplicates: u64,
 }
@@ -59,6 +62,9 @@ pub struct ReorderBuffer {
     held: BTreeMap<u64, Held>,
     deadlines: BTreeSet<(Instant, u64)>,
     skipped: BTreeSet<u64>,
+    /// Holes above the next expected number that are given up: skipped as soon as everything
+    /// before them has gone out.
+    abandoned: BTreeSet<u64>,
     ready: VecDeque<Delivered>,
     max_held: usize,
     stats: ReorderStats,
@@ -75,6 +81,7 @@ impl ReorderBuffer {
             held: BTreeMap::new(),
             deadlines: BTreeSet::new(),
             skipped: BTreeSet::new(),
+            abandoned: BTreeSet::new(),
             ready: VecDeque::new(),
             max_held: max_held.max(1),
             stats: ReorderStats::default(),
@@ -111,7 +118,20 @@ impl ReorderBuffer {
     /// The holes in `lo..hi`, lowest first.
     fn holes_in(&self, lo: u64, hi: u64) -> impl Iterator<Item = u64> + '_ {
         let end = self.held.keys().next_back().copied().unwrap_or(self.next).min(hi);
-        (lo.max(self.next)..end).filter(|s| !self.held.contains_key(s))
+        (lo.max(self.next)..end).filter(|s| !self.held.contains_key(s) && !self.abandoned.contains(s))
+    }
+
+    /// Gives up hole `seq` now: nothing is waited for it once everything before it has gone out
+    /// (at once if it is the next expected number), and it is no longer among
+    /// [`ReorderBuffer::holes`]. For a loss the passenger's transport should see as soon as
+    /// possible (a congestion drop: its sender must back off). If it turns up later it is
+    /// delivered late, as any skipped packet. No effect on a number already delivered or held.
+    pub fn abandon(&mut self, now: Instant, seq: u64) {
+        if seq < self.next || self.held.contains_key(&seq) || !self.abandoned.insert(seq) {
+            return;
+        }
+        self.stats.abandoned += 1;
+        self.release_consecutive(now);
     }
 
     /// Offers packet `seq` arriving at `now`; if it cannot go out yet it waits at most `hold`.
@@ -134,6 +154,7 @@ impl ReorderBuffer {
             self.release_consecutive(now);
             return Insert::Accepted;
         }
+        self.abandoned.remove(&seq);
         let deadline = now + hold;
         self.deadlines.insert((deadline, seq));
         self.held.insert(seq, Held { packet, arrived: now, deadline });
@@ -147,11 +168,18 @@ impl ReorderBuffer {
     }
 
     fn release_consecutive(&mut self, now: Instant) {
-        while let Some(h) = self.held.remove(&self.next) {
-            self.deadlines.remove(&(h.deadline, self.next));
-            self.stats.waited += 1;
-            self.stats.wait_us += (now - h.arrived).as_micros() as u64;
-            self.ready.push_back(Delivered { seq: self.next, packet: h.packet, late: false });
+        loop {
+            if let Some(h) = self.held.remove(&self.next) {
+                self.deadlines.remove(&(h.deadline, self.next));
+                self.stats.waited += 1;
+                self.stats.wait_us += (now - h.arrived).as_micros() as u64;
+                self.ready.push_back(Delivered { seq: self.next, packet: h.packet, late: false });
+            } else if self.abandoned.remove(&self.next) {
+                self.skipped.insert(self.next);
+                self.stats.skipped += 1;
+            } else {
+                break;
+            }
             self.next += 1;
         }
     }
@@ -174,6 +202,7 @@ impl ReorderBuffer {
             self.release_consecutive(now);
         }
         self.release_consecutive(now);
+        self.abandoned = self.abandoned.split_off(&self.next);
         let floor = self.next.saturating_sub(SKIPPED_MEMORY);
         while let Some(&s) = self.skipped.first() {
             if s >= floor {
@@ -292,6 +321,37 @@ mod tests {
         assert!(!b.is_skipped(3) && !b.is_skipped(far - SKIPPED_MEMORY));
         assert_eq!(b.insert(Instant::from_millis(60), far - 1, p(1), HOLD), Insert::Accepted);
         assert_eq!(drain(&mut b), vec![(far - 1, true)]);
+    }
+
+    #[test]
+    fn abandoned_hole_is_skipped_once_everything_before_it_is_out() {
+        let mut b = ReorderBuffer::new(100);
+        b.insert(Instant::ZERO, 0, p(0), HOLD);
+        for i in [3, 4] {
+            b.insert(Instant::ZERO, i, p(i), HOLD);
+        }
+        assert_eq!(drain(&mut b), vec![(0, false)]);
+        // 2 is given up, 1 still awaited: nothing moves, and only 1 is a hole to report.
+        b.abandon(Instant::from_millis(1), 2);
+        assert!(drain(&mut b).is_empty());
+        assert_eq!(b.holes().collect::<Vec<_>>(), vec![1]);
+        b.insert(Instant::from_millis(2), 1, p(1), HOLD);
+        assert_eq!(drain(&mut b), vec![(1, false), (3, false), (4, false)]);
+        assert_eq!((b.stats().skipped, b.stats().abandoned), (1, 1));
+        // The next expected number goes at once; a late copy is still delivered, once.
+        b.insert(Instant::from_millis(3), 6, p(6), HOLD);
+        b.abandon(Instant::from_millis(3), 5);
+        assert_eq!(drain(&mut b), vec![(6, false)]);
+        b.insert(Instant::from_millis(4), 5, p(5), HOLD);
+        b.insert(Instant::from_millis(4), 2, p(2), HOLD);
+        assert_eq!(drain(&mut b), vec![(5, true), (2, true)]);
+        assert_eq!(b.insert(Instant::from_millis(5), 5, p(5), HOLD), Insert::Duplicate);
+        // Delivered or held numbers are not given up.
+        b.insert(Instant::from_millis(6), 9, p(9), HOLD);
+        b.abandon(Instant::from_millis(6), 9);
+        b.abandon(Instant::from_millis(6), 4);
+        assert_eq!(b.stats().abandoned, 2);
+        assert_eq!(b.holes().collect::<Vec<_>>(), vec![7, 8]);
     }
 
     #[test]

@@ -88,7 +88,27 @@ pub struct RxSample {
     pub link_seq: u64,
     /// Packets this one reveals as lost on the link (sequence gap).
     pub newly_lost: u64,
+    /// The revealed loss is congestion: this packet met a queue of at least
+    /// [`CONGESTION_QUEUE_MIN`] and near the largest of the last seconds
+    /// ([`CONGESTION_QUEUE_SHARE`]) on a link that was losing little ([`CONGESTION_LOSS_MAX`]),
+    /// as a drop-tail buffer's overflow does; a wireless loss on an uncrowded link does not.
+    pub congested: bool,
 }
+
+/// The least queue (µs above the empty-queue delay) at which a loss can count as congestion.
+pub const CONGESTION_QUEUE_MIN: f64 = 10_000.0;
+/// A loss counts as congestion when the packet revealing it met at least this share of the
+/// largest queue of the last 5-10 s: a full drop-tail buffer is the largest queue a link shows.
+/// At 3/4, bursty wireless losses behind short flows' queues passed for overflows (PluriBus' bus,
+/// 3 runs: mean FCT 0.258 s against 0.247 s at 9/10).
+pub const CONGESTION_QUEUE_SHARE: f64 = 0.9;
+/// A loss counts as congestion only on a link whose loss estimate was below this just before: an
+/// overflow follows a loss-free stretch in which the queue filled, while a link at the fringe of
+/// its range loses at any queue (the drive-by scenario's WiFi: up to 30 %), and those losses are
+/// braid's to repair.
+pub const CONGESTION_LOSS_MAX: f64 = 0.05;
+/// The largest recent queue is the maximum over the last one to two of these spans.
+const QUEUE_MAX_BUCKET: Duration = Duration::from_secs(5);
 
 /// Measures one incoming link direction: loss, capacity and one-way delay plus clock offset.
 #[derive(Debug, Clone)]
@@ -106,6 +126,10 @@ pub struct RxEstimator {
     floor: (f64, f64, Option<Instant>),
     /// Windowed maximum of `recv - send` (same offsets): current and previous bucket.
     peak: (f64, f64, Option<Instant>),
+    /// Windowed maximum of the queue met (µs above the floor): current and previous bucket.
+    queue_max: (f64, f64, Option<Instant>),
+    /// The queue the newest packet met (µs above the floor).
+    last_queue_us: f64,
     interval: Interval,
     streak: Vec<f64>,
     streak_above: bool,
@@ -149,6 +173,8 @@ impl RxEstimator {
             capacity_bps: bootstrap_bps.max(0.0),
             floor: (f64::INFINITY, f64::INFINITY, None),
             peak: (f64::NEG_INFINITY, f64::NEG_INFINITY, None),
+            queue_max: (0.0, 0.0, None),
+            last_queue_us: 0.0,
             interval: Interval::default(),
             streak: Vec::with_capacity(CAPACITY_STREAK),
             streak_above: false,
@@ -162,6 +188,7 @@ impl RxEstimator {
     pub fn handle(&mut self, now: Instant, wire_link_seq: u32, timestamp: u32, size: usize) -> RxSample {
         let expected = self.highest.map_or(0, |h| h + 1);
         let link_seq = seq::expand(expected, wire_link_seq);
+        let loss_before = self.loss;
         let mut newly_lost = 0;
         match self.highest {
             Some(h) if link_seq <= h => {
@@ -184,12 +211,34 @@ impl RxEstimator {
         }
         self.received += 1;
         let queued_us = self.standing_sample(now, timestamp);
+        let largest = self.track_queue_max(now, queued_us);
+        self.last_queue_us = queued_us;
+        let congested = newly_lost > 0
+            && loss_before < CONGESTION_LOSS_MAX
+            && queued_us >= CONGESTION_QUEUE_MIN
+            && queued_us >= largest * CONGESTION_QUEUE_SHARE;
         self.update_owd(now, timestamp, size);
         self.update_capacity(now, timestamp, size, newly_lost, queued_us);
         self.update_delivery_rate(now, timestamp, size);
         self.last_arrival = Some(now);
         self.last_timestamp = timestamp;
-        RxSample { link_seq, newly_lost }
+        RxSample { link_seq, newly_lost, congested }
+    }
+
+    /// Keeps the largest queue of the last 5-10 s, `queued_us` included,
+    /// and returns it.
+    fn track_queue_max(&mut self, now: Instant, queued_us: f64) -> f64 {
+        let (cur, prev, since) = &mut self.queue_max;
+        match since {
+            Some(t) if now < *t + QUEUE_MAX_BUCKET => {}
+            _ => {
+                *prev = *cur;
+                *cur = 0.0;
+                *since = Some(now);
+            }
+        }
+        *cur = cur.max(queued_us);
+        cur.max(*prev)
     }
 
     /// How far this packet's delay is above the recent floor, µs (for the standing-queue test);
@@ -471,6 +520,11 @@ impl RxEstimator {
         if peak.is_finite() { Some(base.wrapping_add(peak.round() as i32 as u32)) } else { self.owd_us() }
     }
 
+    /// The queue the newest packet met: its delay above the empty-queue delay.
+    pub fn last_queue(&self) -> Duration {
+        Duration::from_micros(self.last_queue_us.max(0.0) as u64)
+    }
+
     /// Send time and local arrival of the newest datagram, for the echo in feedback.
     pub fn last(&self) -> Option<(u32, Instant)> {
         self.last_arrival.map(|a| (self.last_timestamp, a))
@@ -646,6 +700,46 @@ mod tests {
             t += 100_000;
         }
         assert_eq!(e.recent_peak_owd_us(), Some(floor + tx as u32));
+    }
+
+    #[test]
+    fn overflow_of_a_full_buffer_is_congestion_a_loss_on_an_empty_link_is_not() {
+        let mut e = RxEstimator::new(10e6);
+        let tx = 800u64; // 1000 B at 10 Mbit/s
+        let mut seq = 0u64;
+        // Sparse packets meet an empty link; one of them is lost on the air.
+        let mut flags = Vec::new();
+        for i in 0..20u64 {
+            let t = i * 100_000;
+            if i != 10 {
+                flags.push(
+                    e.handle(Instant::from_micros(t + tx + 30_000), seq::truncate(seq), t as u32, 1000).congested,
+                );
+            }
+            seq += 1;
+        }
+        assert!(!flags.iter().any(|&c| c), "a loss at an empty queue is not congestion");
+        assert_eq!(e.counts().1, 1);
+        // Then a sender at 1.05x the link into a drop-tail buffer of 50 ms (a TCP flow probing
+        // for more): the queue grows to the buffer, which then drops one packet in about twenty.
+        let start = 2_100_000u64;
+        let mut free = start;
+        let (mut congested, mut lost) = (0, 0);
+        for i in 0..3000u64 {
+            let sent = start + i * 760;
+            if free.saturating_sub(sent) > 50_000 {
+                lost += 1;
+                seq += 1;
+                continue;
+            }
+            free = free.max(sent) + tx;
+            let s = e.handle(Instant::from_micros(free + 30_000), seq::truncate(seq), sent as u32, 1000);
+            seq += 1;
+            congested += if s.congested { s.newly_lost } else { 0 };
+            assert!(!s.congested || s.newly_lost > 0);
+        }
+        assert!(lost > 50, "{lost}");
+        assert_eq!(congested, lost, "every overflow is seen as congestion");
     }
 
     #[test]

@@ -20,6 +20,12 @@
 //!   coded repairs, a budget of 0 left every hole to the passengers' TCP after the receiver had
 //!   held the packets behind it for a repair that never came (PluriBus' bus with today's hosts,
 //!   `scenarios/bus-metered.toml` at budget 0: mean FCT 0.467 s with `oec`, 0.388 s with `none`).
+//! - **Which losses to hide**: a loss at an uplink's full buffer while every uplink in use is
+//!   queued is congestion, and the passengers' TCP must see it to back off; the receiver gives
+//!   such a hole up as soon as it is known lost instead of having it resent
+//!   ([`crate::link::RxSample::congested`], `Session::release_congestion_holes`). Wireless losses
+//!   are repaired. Only where the session runs no AQM of its own (short paths): there braid's
+//!   CoDel is the congestion signal.
 //! - **Whether to run AQM**: the session runs CoDel ([`crate::aqm`]) only while the load is bulk
 //!   (new data has met a queue for a while) and the uplinks' round trip is long
 //!   ([`crate::session`]'s `auto_aqm`): there, modem buffers are smaller than a bulk flow's window

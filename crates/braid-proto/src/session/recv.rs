@@ -77,9 +77,23 @@ impl Session {
         let sample = slot.rx.handle(now, h.link_seq, h.timestamp, datagram.len() + OUTER_OVERHEAD);
         slot.counters.datagrams_received += 1;
         slot.silence_reported = false;
+        let mut congestion = None;
         if let Some(seq) = data_seq {
+            // The link dropped a packet at a full queue: one of the data packets it was to carry
+            // between its previous one and this may be it.
+            if sample.congested
+                && let Some(prev) = slot.highest_data.filter(|&p| p < seq)
+            {
+                congestion = Some((prev + 1, seq));
+            }
             slot.highest_data = Some(slot.highest_data.map_or(seq, |h| h.max(seq)));
         }
+        if let Some((from, to)) = congestion
+            && self.all_links_queued(now, h.link)
+        {
+            self.note_congestion_loss(from, to);
+        }
+        let slot = self.slot_mut(h.link).expect("slot exists");
         match parsed {
             Body::Data(_) => slot.last_data = Some(now),
             Body::Coded(_) => slot.last_coded = Some(now),
@@ -117,6 +131,7 @@ impl Session {
         }
         let seq = seq::expand(self.expected_rx(), d.seq);
         self.accept_packet(now, seq, Bytes::copy_from_slice(d.payload), false);
+        self.release_congestion_holes(now);
     }
 
     /// A data packet arrived (`recovered` false) or was recovered: store it for decoding, sequence
