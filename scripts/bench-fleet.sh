@@ -12,6 +12,8 @@
 # Needs root (namespace, TUN). Not a timed test: figures are printed, never asserted.
 #   scripts/bench-fleet.sh [N] [LOAD] [MBIT_PER_VEHICLE] [SECS] [ROUNDS]
 #   BASELINE=/path/to/older/braid scripts/bench-fleet.sh 1000   # the same rounds with that server too
+#   BASELINE_FLEET=/path/to/older/fleet ...   # and the baseline's vehicles run that emulator (the
+#                                             # engine's idle traffic is both ends' doing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-1000}
@@ -20,8 +22,10 @@ MBIT=${3:-4}
 SECS=${4:-5}
 ROUNDS=${5:-1}
 BASELINE=${BASELINE:-}
+BASELINE_FLEET=${BASELINE_FLEET:-}
 [ "$(id -u)" = 0 ] || { echo "bench-fleet: needs root (namespace, TUN)" >&2; exit 1; }
 [ -z "$BASELINE" ] || [ -x "$BASELINE" ] || { echo "bench-fleet: BASELINE $BASELINE is not an executable" >&2; exit 1; }
+[ -z "$BASELINE_FLEET" ] || [ -x "$BASELINE_FLEET" ] || { echo "bench-fleet: BASELINE_FLEET $BASELINE_FLEET is not an executable" >&2; exit 1; }
 NS=bfleet-$$
 TMP=$(mktemp -d)
 SERVER_PID=""
@@ -105,9 +109,10 @@ echo "bench-fleet: $N vehicles, $LOAD of them offering $MBIT Mbit/s for $SECS s,
 for r in $(seq "$ROUNDS"); do
   for bin in "$BIN" ${BASELINE:+"$BASELINE"}; do
     label=braid; [ "$bin" = "$BIN" ] || label=baseline
+    fleet=$FLEET; [ "$label" = braid ] || fleet=${BASELINE_FLEET:-$FLEET}
     start_server "$bin" || { cat "$TMP/server.log" >&2; exit 1; }
-    echo "--- r$r $label ($bin)"
-    ip netns exec "$NS" "$FLEET" run 127.0.0.1:7700 "$PUB" "$N" "$SERVER_PID" "$TMP/server.sock" "$LOAD" "$MBIT" "$SECS" \
+    echo "--- r$r $label ($bin, $fleet)"
+    ip netns exec "$NS" "$fleet" run 127.0.0.1:7700 "$PUB" "$N" "$SERVER_PID" "$TMP/server.sock" "$LOAD" "$MBIT" "$SECS" \
       || { echo "bench-fleet: the emulator failed; server log:" >&2; tail -20 "$TMP/server.log" >&2; }
     stop_server
     sleep 1

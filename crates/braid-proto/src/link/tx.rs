@@ -325,7 +325,14 @@ impl TxLink {
     /// estimate. With coded packets alone, a link the rule kept as full in the model as the
     /// others never had an empty modelled queue for them, and the probe sent nothing.
     pub fn on_send(&mut self, now: Instant, size: usize) -> u64 {
-        self.on_send_at(now, size, self.capacity_bps())
+        self.on_send_at(now, size, self.capacity_bps(), true)
+    }
+
+    /// Records a datagram that only answers the peer (a report or a probe reply in a quiet
+    /// session): it takes room in the queue model like any other, but waits for no confirmation,
+    /// so it starts no liveness probing.
+    pub fn on_send_answer(&mut self, now: Instant, size: usize) -> u64 {
+        self.on_send_at(now, size, self.capacity_bps(), false)
     }
 
     /// Records a coded packet sent into spare capacity: while a capacity probe runs, it takes
@@ -338,10 +345,10 @@ impl TxLink {
             ProbePhase::Probing { gain, .. } => self.capacity_bps() * gain,
             _ => self.capacity_bps(),
         };
-        self.on_send_at(now, size, rate)
+        self.on_send_at(now, size, rate, true)
     }
 
-    fn on_send_at(&mut self, now: Instant, size: usize, rate_bps: f64) -> u64 {
+    fn on_send_at(&mut self, now: Instant, size: usize, rate_bps: f64, confirmable: bool) -> u64 {
         self.queue_us = self.queue_left_us(now) + tx_time_us(size, rate_bps);
         self.queue_at = now;
         if self.sends.len() == SEND_LOG {
@@ -349,7 +356,7 @@ impl TxLink {
         }
         self.sends.push_back(Sent { wire_ts: now.wire_timestamp(), at: now, queue_us: self.queue_us });
         self.last_send = Some(now);
-        if self.first_unconfirmed.is_none() {
+        if confirmable && self.first_unconfirmed.is_none() {
             self.first_unconfirmed = Some(now);
         }
         let s = self.next_seq;

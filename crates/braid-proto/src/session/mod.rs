@@ -35,6 +35,10 @@ use std::time::Duration;
 /// within this long of the newest such arrival on any link, and its recent peak delay counts
 /// while it has received anything within this long of the freshest link (after that its queue
 /// is judged drained).
+/// How many reports in a row may answer nothing but the peer's reports (a session's first
+/// moments, or after its last passenger packet): at the default report interval about a second
+/// of them, then an idle session's links carry only keepalive probes and their answers.
+pub(crate) const IDLE_REPORTS: u32 = 10;
 const DATA_RECENT: Duration = Duration::from_secs(1);
 /// Links are probed for capacity until this long after new data last met a queue: a probe once
 /// the load has gone only delays what is left (a repair behind 200 ms of probe packets).
@@ -317,6 +321,9 @@ pub struct Session {
     loss_news_since: Option<Instant>,
     rx_since_report: bool,
     last_report: Instant,
+    /// Reports sent since the last data or coded packet arrived: a report that only answers the
+    /// peer's report is sent at most [`IDLE_REPORTS`] times in a row ([`Session::handle_datagram`]).
+    idle_reports: u32,
     /// Metering set for links by id, kept for links not yet known ([`Session::set_link_metering`]).
     metering: Vec<(LinkId, Metering)>,
     // Driver-facing.
@@ -371,6 +378,7 @@ impl Session {
             loss_news_since: None,
             rx_since_report: false,
             last_report: now,
+            idle_reports: 0,
             metering: Vec::new(),
             events: VecDeque::new(),
             stats: SessionStats::default(),

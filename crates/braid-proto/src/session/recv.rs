@@ -1,6 +1,6 @@
 //! The receive path: datagrams from the uplinks.
 
-use super::{DatagramError, Event, LinkSlot, Role, Session};
+use super::{DatagramError, Event, IDLE_REPORTS, LinkSlot, Role, Session};
 use crate::link::{LinkId, LinkState, OUTER_OVERHEAD, RxEstimator, TxLink};
 use crate::recovery::Known;
 use crate::seq;
@@ -101,7 +101,20 @@ impl Session {
         }
         slot.counters.bytes_received += datagram.len() as u64;
         self.stats.datagrams_received += 1;
-        self.rx_since_report = true;
+        match parsed {
+            // Reports answered by reports would never stop: two idle sessions' links carried
+            // about 20 datagrams/s each, and a server with a fleet of idle vehicles spent its time
+            // on them. A report earns a report only for a few rounds after the last passenger
+            // packet (enough for the estimates of a session that starts, or just fell quiet, to
+            // settle); after that, the links' keepalive probes (each answered by a report) carry
+            // the estimates of an idle session.
+            Body::Feedback(_) => self.rx_since_report |= self.idle_reports < IDLE_REPORTS,
+            Body::Data(_) | Body::Coded(_) => {
+                self.idle_reports = 0;
+                self.rx_since_report = true;
+            }
+            _ => self.rx_since_report = true,
+        }
         if sample.newly_lost > 0 {
             self.loss_news_since.get_or_insert(now);
         }

@@ -208,6 +208,11 @@ impl Session {
         body_len: usize,
     ) -> Option<(usize, Option<std::net::SocketAddr>)> {
         let session = self.cfg.session_id;
+        // In a quiet session a report or a probe reply only answers the peer: it asks for no
+        // confirmation, or the two ends would confirm each other's answers with probes for ever
+        // (the peer's own probes still find out whether the link works).
+        let answer = self.idle_reports >= super::IDLE_REPORTS
+            && (ptype == PacketType::Feedback || (ptype == PacketType::Probe && flags & FLAG_REPLY != 0));
         let slot = self.slot_mut(link)?;
         let size = HEADER_LEN + body_len;
         // The coding budget's gate: every coded datagram passes here, whichever scheme or probe
@@ -223,6 +228,8 @@ impl Session {
         }
         let link_seq = if ptype == PacketType::Coded {
             slot.tx.on_send_spare(now, size + OUTER_OVERHEAD)
+        } else if answer {
+            slot.tx.on_send_answer(now, size + OUTER_OVERHEAD)
         } else {
             slot.tx.on_send(now, size + OUTER_OVERHEAD)
         };
@@ -619,6 +626,7 @@ impl Session {
         self.loss_news_since = None;
         self.rx_since_report = false;
         self.last_report = now;
+        self.idle_reports = self.idle_reports.saturating_add(1);
         Some(Transmit { link, destination, len: n + m, kind: TransmitKind::Feedback })
     }
 
