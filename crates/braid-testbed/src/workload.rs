@@ -98,6 +98,43 @@ pub struct IperfResult {
     pub jitter_ms: Option<f64>,
 }
 
+/// How long iperf3 may run past its test time (connecting, and the closing exchange of results
+/// over its control connection) before the run is given up.
+const IPERF_GRACE: Duration = Duration::from_secs(30);
+
+/// Runs `c` and returns what it printed, or an error once it ran longer than `limit` (it is
+/// killed): a contender whose path is gone (a drive-by link out of range when iperf3 exchanges
+/// its results) must not hang the testbed.
+fn output_within(mut c: Command, limit: Duration) -> anyhow::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut child = c.spawn()?;
+    let mut out = child.stdout.take();
+    // Read while it runs: iperf3's JSON can outgrow a pipe's buffer.
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(o) = out.as_mut() {
+            let _ = o.read_to_end(&mut buf);
+        }
+        buf
+    });
+    let start = std::time::Instant::now();
+    loop {
+        if child.try_wait()?.is_some() {
+            break;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            anyhow::bail!(
+                "iperf3 still running {} s after its test time, killed (did the path go away before it could exchange results?)",
+                IPERF_GRACE.as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    reader.join().map_err(|_| anyhow::anyhow!("reading iperf3's output failed"))
+}
+
 /// Runs iperf3 against the contender's target for `secs`: TCP with `flows` parallel streams, or
 /// UDP at `udp_kbps` with `udp_bytes` datagrams.
 pub fn run_iperf(
@@ -123,9 +160,8 @@ pub fn run_iperf(
     if let Some((kbps, bytes)) = udp {
         c.args(["-u", "-b", &format!("{}K", kbps.round() as u64), "-l", &bytes.to_string()]);
     }
-    let out = c.output()?;
-    let v: Value = serde_json::from_slice(&out.stdout)
-        .map_err(|e| anyhow::anyhow!("iperf3 printed no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)))?;
+    let stdout = output_within(c, Duration::from_secs(secs) + IPERF_GRACE)?;
+    let v: Value = serde_json::from_slice(&stdout).map_err(|e| anyhow::anyhow!("iperf3 printed no JSON ({e})"))?;
     if let Some(err) = v["error"].as_str() {
         anyhow::bail!("iperf3: {err}");
     }
