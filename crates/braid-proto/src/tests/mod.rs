@@ -1,4 +1,4 @@
-//! Engine-level test suites, kept out of the modules they exercise (STYLE.md).
+//! Engine-level test suites, kept out of the modules they exercise.
 
 mod discovery;
 mod lifecycle;

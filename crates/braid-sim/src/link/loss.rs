@@ -2,7 +2,7 @@
 //! [`LossSpec`].
 //!
 //! The RNG is passed in rather than owned so that the link model keeps a single seeded stream per
-//! link direction (STYLE.md: randomness is seeded from config) and the order of draws is fixed by
+//! link direction (randomness is seeded from the configuration) and the order of draws is fixed by
 //! the order packets leave the bottleneck.
 
 use rand::Rng;

@@ -2,7 +2,7 @@
 //! trace) behind a drop-tail queue, then a loss process and outages, then propagation delay.
 //!
 //! [`LinkModel`] never reads a clock: every call takes `now` as a [`braid_proto::Instant`], and
-//! [`LinkModel::poll_timeout`] says when to call again (quinn-proto's shape, STYLE.md). The
+//! [`LinkModel::poll_timeout`] says when to call again (quinn-proto's shape). The
 //! simulator passes virtual time; the testbed emulator will pass real time. The payload type `P`
 //! is opaque to the model, which only needs each packet's size.
 //!
