@@ -17,7 +17,7 @@ use super::{Clock, Input, control, metrics, netwatch, spawn_signals, tun, uplink
 use anyhow::Context;
 use braid_proto::crypto::{Initiator, InitiatorEvent, Reject, RejectCounts, TAG_LEN};
 use braid_proto::wire::{Header, PacketType};
-use braid_proto::{LinkConfig, LinkId, Role, SealedDatagramError, SealedSession, Session, SessionConfig};
+use braid_proto::{LinkConfig, LinkId, Role, SealedDatagramError, SealedSession, Session};
 use bytes::Bytes;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -488,14 +488,7 @@ impl Client {
     }
 
     fn new_session(&self, id: u32, now: braid_proto::Instant) -> Session {
-        let mut seed = [0u8; 8];
-        // A failed OS RNG only makes coding choices predictable, which is harmless here.
-        let _ = getrandom::fill(&mut seed);
-        let mut scfg = SessionConfig::new(Role::Client);
-        scfg.session_id = id;
-        scfg.seed = u64::from_le_bytes(seed);
-        self.cfg.session.configure(&mut scfg);
-        scfg.max_packet = usize::from(self.mtu);
+        let scfg = super::session_config(Role::Client, id, &self.cfg.session, self.mtu);
         let links: Vec<LinkConfig> = self
             .cfg
             .uplink

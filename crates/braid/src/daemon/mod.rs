@@ -26,6 +26,25 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
+/// A new session's engine configuration, the same for both roles: its id, a random seed for
+/// its coding choices, the `[session]` settings and the TUN MTU as the largest passenger packet.
+fn session_config(
+    role: braid_proto::Role,
+    id: u32,
+    settings: &config::SessionSettings,
+    mtu: u16,
+) -> braid_proto::SessionConfig {
+    let mut seed = [0u8; 8];
+    // A failed OS RNG only makes coding choices predictable, which is harmless here.
+    let _ = getrandom::fill(&mut seed);
+    let mut scfg = braid_proto::SessionConfig::new(role);
+    scfg.session_id = id;
+    scfg.seed = u64::from_le_bytes(seed);
+    settings.configure(&mut scfg);
+    scfg.max_packet = usize::from(mtu);
+    scfg
+}
+
 /// Converts between the monotonic clock and braid-proto's microsecond [`braid_proto::Instant`].
 #[derive(Debug, Clone, Copy)]
 pub struct Clock {

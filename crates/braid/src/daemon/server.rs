@@ -24,7 +24,7 @@ use braid_proto::crypto::{
     Responder, TAG_LEN, unknown_session_hint,
 };
 use braid_proto::wire::{Header, PacketType};
-use braid_proto::{RecoveryKind, Role, SchedulerKind, SealedDatagramError, SealedSession, Session, SessionConfig};
+use braid_proto::{RecoveryKind, Role, SchedulerKind, SealedDatagramError, SealedSession, Session};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -566,14 +566,7 @@ impl Server {
     }
 
     fn new_session(&self, id: u32, peer: &str, now: braid_proto::Instant) -> Session {
-        let mut seed = [0u8; 8];
-        // A failed OS RNG only makes coding choices predictable, which is harmless here.
-        let _ = getrandom::fill(&mut seed);
-        let mut scfg = SessionConfig::new(Role::Server);
-        scfg.session_id = id;
-        scfg.seed = u64::from_le_bytes(seed);
-        self.cfg.session.configure(&mut scfg);
-        scfg.max_packet = usize::from(self.mtu);
+        let scfg = super::session_config(Role::Server, id, &self.cfg.session, self.mtu);
         let mut session = Session::new(scfg, &[], now);
         if let Some(o) = self.overrides.get(peer) {
             o.apply(&mut session);
