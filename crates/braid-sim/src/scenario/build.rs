@@ -205,7 +205,11 @@ fn vehicle(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawVehicle) -> Result<Vehicle> {
     if !start_m.is_finite() {
         return Err(ctx.invalid(&loc.key("start_m"), format!("must be a finite number, found {start_m}")));
     }
-    Ok(Vehicle { speed_mps: speed / 3.6, start_m })
+    let route_m = match raw.route_m {
+        Some(r) => Some(ctx.positive(r, &loc.key("route_m"))?),
+        None => None,
+    };
+    Ok(Vehicle { speed_mps: speed / 3.6, start_m, route_m })
 }
 
 /// `drive_by = {...}`: access points either listed (`aps_m`) or evenly spaced (`first_m`,
@@ -554,6 +558,7 @@ fn scheme(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawScheme, n_links: usize) -> Resul
                     ("weights", raw.weights.is_some()),
                     ("hold_ms", raw.hold_ms.is_some()),
                     ("aqm", raw.aqm.is_some()),
+                    ("location", raw.location.is_some()),
                 ],
             )?;
             SchemeKind::Peer(peer)
@@ -607,7 +612,15 @@ fn scheme(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawScheme, n_links: usize) -> Resul
         Some(ms) => Some(ctx.duration(ms, 1e3, &loc.key("hold_ms"))?),
         None => None,
     };
-    Ok(SchemeSpec { name, kind, fec_percent, weights, hold, aqm: raw.aqm.unwrap_or(false) })
+    Ok(SchemeSpec {
+        name,
+        kind,
+        fec_percent,
+        weights,
+        hold,
+        aqm: raw.aqm.unwrap_or(false),
+        location: raw.location.unwrap_or(false),
+    })
 }
 
 /// A braid scheme's `recovery` and `scheduler`, parsed by braid-proto's grammar. The older
