@@ -109,6 +109,31 @@ struct Client {
     rejected: RejectCounts,
     handshakes: u64,
     hints: u64,
+    /// Location awareness (`[location]`), when on.
+    location: Option<Location>,
+}
+
+/// How often the learned location map is written to disk (and at shutdown).
+const MAP_SAVE_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The client's location awareness: where the map lives, and the map between sessions.
+struct Location {
+    settings: braid_config::config::LocationSettings,
+    cfg: braid_proto::location::LocationConfig,
+    /// The map read at start, until the first session takes it; a new session takes its
+    /// predecessor's.
+    map: Option<braid_proto::location::QualityMap>,
+    saved_at: braid_proto::Instant,
+}
+
+impl Location {
+    /// Writes the map out, warning (not failing) if it cannot.
+    fn save(&mut self, map: &braid_proto::location::QualityMap, now: braid_proto::Instant) {
+        self.saved_at = now;
+        if let Err(e) = super::gps::save_map(&self.settings.map, map, &self.cfg) {
+            tracing::warn!(map = %self.settings.map.display(), error = %e, "location map not saved");
+        }
+    }
 }
 
 /// Runs `braid client --config PATH` until SIGTERM.
@@ -149,6 +174,12 @@ async fn run_async(path: PathBuf, cfg: ClientConfig) -> anyhow::Result<()> {
     }
     spawn_signals(tx.clone()).context("installing signal handlers")?;
     netwatch::spawn(cfg.uplink.iter().map(|u| u.interface.clone()).collect(), tx.clone());
+    let location = cfg.location.clone().filter(|l| l.enabled).map(|settings| {
+        let lcfg = braid_proto::location::LocationConfig { enabled: true, ..Default::default() };
+        let map = super::gps::load_map(&settings.map, &lcfg);
+        super::gps::spawn(settings.gpsd.clone(), tx.clone());
+        Location { settings, cfg: lcfg, map: Some(map), saved_at: clock.now() }
+    });
     let servers = ServerChoice::new(cfg.server.0.clone());
     tracing::info!(servers = ?servers.entries(), mtu, tun = %cfg.tun.name, cipher = %cfg.cipher(), "client started");
     super::notify::notify_or_log("READY=1");
@@ -191,9 +222,14 @@ async fn run_async(path: PathBuf, cfg: ClientConfig) -> anyhow::Result<()> {
         rejected: RejectCounts::default(),
         handshakes: 0,
         hints: 0,
+        location,
     };
     let span = tracing::info_span!("client");
     client.run(rx).instrument(span).await;
+    let now = client.clock.now();
+    if let (Some(loc), Some(k)) = (client.location.as_mut(), client.keyed.as_ref()) {
+        loc.save(k.engine().location_map(), now);
+    }
     for u in &mut client.uplinks {
         u.close();
     }
@@ -283,6 +319,14 @@ impl Client {
                 let _ = reply.send(self.control(req));
             }
             Input::Net(change) => self.on_net(change),
+            Input::Position(pos) => {
+                if let Some(k) = self.keyed.as_mut() {
+                    k.handle_position(now, pos);
+                    if let Some(loc) = self.location.as_mut().filter(|l| now >= l.saved_at + MAP_SAVE_EVERY) {
+                        loc.save(k.engine().location_map(), now);
+                    }
+                }
+            }
             Input::Reload => self.reload(),
             Input::Shutdown => {
                 super::notify::notify_or_log("STOPPING=1");
@@ -450,7 +494,15 @@ impl Client {
                     tracing::info!(session = format_args!("{:04x}", e.session), "session rekeyed");
                     return;
                 }
-                let session = self.new_session(e.session, now);
+                let mut session = self.new_session(e.session, now);
+                if let Some(loc) = self.location.as_mut() {
+                    // The map outlives sessions: a new one takes the last one's, or the saved one.
+                    let map = match self.keyed.as_ref() {
+                        Some(k) => k.engine().location_map().clone(),
+                        None => loc.map.take().unwrap_or_default(),
+                    };
+                    session.set_location_map(map);
+                }
                 self.keyed = Some(SealedSession::new(session, &e.keys, now));
                 tracing::info!(session = format_args!("{:04x}", e.session), cipher = %e.keys.suite, "session established");
             }
@@ -465,6 +517,7 @@ impl Client {
         scfg.session_id = id;
         scfg.seed = u64::from_le_bytes(seed);
         self.cfg.session.configure(&mut scfg);
+        scfg.location.enabled = self.location.is_some();
         scfg.max_packet = usize::from(self.mtu);
         let links: Vec<LinkConfig> =
             self.cfg.uplink.iter().enumerate().map(|(i, u)| link_config(i, u, self.servers.addr())).collect();

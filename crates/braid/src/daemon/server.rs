@@ -331,7 +331,7 @@ impl Server {
             Input::Control(req, reply) => {
                 let _ = reply.send(self.control(req));
             }
-            Input::Net(_) => {}
+            Input::Net(_) | Input::Position(_) => {}
             Input::Reload => self.reload(),
             Input::Shutdown => {
                 super::notify::notify_or_log("STOPPING=1");
