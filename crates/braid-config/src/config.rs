@@ -72,6 +72,36 @@ pub struct ClientConfig {
     /// period, `usage.json`), default `/var/lib/braid`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_dir: Option<PathBuf>,
+    /// Location awareness (`[location]`): off when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<LocationSettings>,
+}
+
+/// The client's `[location]` table: location awareness (braid_proto::location; docs/drive-by.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LocationSettings {
+    /// Learn where each uplink is good and act on it (default true once the table is there).
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// gpsd's address, `host:port` (default `127.0.0.1:2947`).
+    #[serde(default = "default_gpsd")]
+    pub gpsd: String,
+    /// Where the learned map is kept across restarts (default `/var/lib/braid/location.json`).
+    #[serde(default = "default_location_map")]
+    pub map: PathBuf,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_gpsd() -> String {
+    "127.0.0.1:2947".into()
+}
+
+fn default_location_map() -> PathBuf {
+    PathBuf::from("/var/lib/braid/location.json")
 }
 
 /// The client's servers, in the order they are tried; at least one, each `host:port`.

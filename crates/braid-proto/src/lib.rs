@@ -7,6 +7,7 @@
 pub mod aqm;
 pub mod crypto;
 pub mod link;
+pub mod location;
 pub mod recovery;
 pub mod reorder;
 pub mod scheduler;

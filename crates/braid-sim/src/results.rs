@@ -105,6 +105,9 @@ pub struct RunResult {
     /// Bulk workload: the longest time any flow's receiver went without new data once it had
     /// started, ms (a blackout's stall).
     pub longest_stall_ms: Option<f64>,
+    /// Drive-by links: the data each pass of an access point carried down to the vehicle, MB
+    /// (braid's datagrams, outer headers included), one entry per pass in time order.
+    pub wifi_pass_mb: Vec<f64>,
     /// Datagrams pushed through the links (a measure of simulator work).
     pub datagrams: u64,
     /// Simulated seconds.
@@ -189,6 +192,9 @@ pub struct SchemeResult {
     pub pass_share: Option<f64>,
     /// The largest [`RunResult::longest_stall_ms`] over runs.
     pub longest_stall_ms: Option<f64>,
+    /// Mean over all passes of all runs of [`RunResult::wifi_pass_mb`]; `None` without a drive-by
+    /// link.
+    pub wifi_pass_mb: Option<f64>,
 }
 
 /// A whole simulation: every scheme (and sweep point).

@@ -169,6 +169,7 @@ pub fn aggregate(scheme: &str, sweep_value: Option<f64>, runs: &[&RunResult]) ->
         links,
         pass_share: mean_opt(runs.iter().map(|r| r.pass_share)),
         longest_stall_ms: runs.iter().filter_map(|r| r.longest_stall_ms).reduce(f64::max),
+        wifi_pass_mb: mean_opt(runs.iter().flat_map(|r| r.wifi_pass_mb.iter().map(|x| Some(*x)))),
     }
 }
 

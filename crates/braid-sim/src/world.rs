@@ -64,6 +64,9 @@ struct SimLink {
     down: LinkModel<InFlight>,
     true_loss_down: f64,
     down_bytes_per_s: Vec<u64>,
+    /// Drive-by links: bytes delivered to the vehicle in each [`crate::link::driveby::STEP`], for
+    /// the data carried per pass.
+    down_bytes_per_step: Vec<u64>,
 }
 
 /// A datagram on a link, with what the simulator needs to score the sender's prediction.
@@ -142,6 +145,9 @@ struct World<'a> {
     last_data_at: std::collections::HashMap<u16, Instant>,
     /// Bulk only: the longest gap between data deliveries to any flow's receiver.
     longest_stall: Duration,
+    /// When the client is next told the vehicle's position (location awareness on, with a
+    /// `[vehicle]`): every [`crate::link::driveby::STEP`], as a GPS receiver's fixes come.
+    next_position: Option<Instant>,
 }
 
 #[derive(Default)]
@@ -166,6 +172,7 @@ impl<'a> World<'a> {
             c.seed = seed ^ if role == Role::Client { 0xc1 } else { 0x5e };
             c.hold = HoldConfig { fixed: scheme.hold, ..HoldConfig::default() };
             c.aqm.enabled = scheme.aqm;
+            c.location.enabled = scheme.location;
             c
         };
         // Scenario weights are relative numbers; the engine takes integers, so keep two decimals.
@@ -208,6 +215,7 @@ impl<'a> World<'a> {
                     down: LinkModel::new(&r.down, seed.wrapping_mul(1_000_003).wrapping_add(2 * i as u64 + 2)),
                     true_loss_down: r.down.loss.mean_loss(),
                     down_bytes_per_s: Vec::new(),
+                    down_bytes_per_step: Vec::new(),
                     pass: r.pass,
                 }
             })
@@ -272,6 +280,7 @@ impl<'a> World<'a> {
             arrival_within_10ms: 0,
             last_data_at: std::collections::HashMap::new(),
             longest_stall: Duration::ZERO,
+            next_position: (scheme.location && sc.vehicle.is_some()).then_some(Instant::ZERO),
         };
         // Let the client's probes bring the links up before passengers start (a vehicle's gateway
         // is up before riders board); the workload starts at 1 s.
@@ -333,6 +342,7 @@ impl<'a> World<'a> {
         at(self.next_cbr);
         at(self.bulk_start);
         at(Some(self.next_rekey));
+        at(self.next_position);
         at(self.client.poll_timeout());
         at(self.server.poll_timeout().map(|s| s.saturating_sub(SERVER_CLOCK_OFFSET)));
         at(self.rider.poll_at(self.now));
@@ -353,12 +363,25 @@ impl<'a> World<'a> {
             if self.now >= self.next_rekey {
                 self.rekey();
             }
+            self.tell_position();
             self.client.handle_timeout(self.now);
             let snow = self.server_now();
             self.server.handle_timeout(snow);
             self.pump();
         }
         self.mark_goodput();
+    }
+
+    /// Tells the client where the vehicle is, when a fix is due.
+    fn tell_position(&mut self) {
+        let (Some(due), Some(v)) = (self.next_position, self.sc.vehicle) else { return };
+        if self.now < due {
+            return;
+        }
+        let t = self.now.saturating_duration_since(Instant::ZERO);
+        let pos = braid_proto::location::Position { x_m: v.position_m(t), y_m: 0.0, vx_mps: v.speed_mps, vy_mps: 0.0 };
+        self.client.handle_position(self.now, pos);
+        self.next_position = Some(due + crate::link::driveby::STEP);
     }
 
     /// Bulk only: the bytes received so far, noted once per second of simulated time. Bytes only
@@ -444,6 +467,14 @@ impl<'a> World<'a> {
                         series.resize(sec as usize + 1, 0);
                     }
                     series[sec as usize] += (packet.bytes.len() + IP_UDP_OVERHEAD) as u64;
+                    if self.links[i].pass.is_some() {
+                        let step = (at.as_micros() / crate::link::driveby::STEP.as_micros() as u64) as usize;
+                        let steps = &mut self.links[i].down_bytes_per_step;
+                        if steps.len() <= step {
+                            steps.resize(step + 1, 0);
+                        }
+                        steps[step] += (packet.bytes.len() + IP_UDP_OVERHEAD) as u64;
+                    }
                     let (now, link) = (self.now, Some(LinkId(i as u8)));
                     let _ = self.client.handle_datagram(now, now, link, self.server_addr, &packet.bytes);
                 }
@@ -685,6 +716,7 @@ impl<'a> World<'a> {
             pass_share: self.pass_share(),
             longest_stall_ms: matches!(self.sc.workload, WorkloadSpec::Bulk { .. })
                 .then(|| self.longest_stall.as_secs_f64() * 1e3),
+            wifi_pass_mb: self.wifi_pass_mb(),
             datagrams: self.datagrams,
             simulated_s: duration_s,
         }
@@ -713,6 +745,21 @@ impl World<'_> {
         if let Some(prev) = self.last_data_at.insert(port, self.now) {
             self.longest_stall = self.longest_stall.max(self.now - prev);
         }
+    }
+
+    /// What each pass of each drive-by link carried down to the vehicle, MB, in time order.
+    fn wifi_pass_mb(&self) -> Vec<f64> {
+        let mut passes: Vec<(usize, f64)> = Vec::new();
+        for l in &self.links {
+            let Some(pass) = &l.pass else { continue };
+            for (_, steps) in pass.coverages() {
+                let end = steps.end.min(l.down_bytes_per_step.len());
+                let bytes: u64 = l.down_bytes_per_step.get(steps.start.min(end)..end).map_or(0, |b| b.iter().sum());
+                passes.push((steps.start, bytes as f64 / 1e6));
+            }
+        }
+        passes.sort_by_key(|p| p.0);
+        passes.into_iter().map(|p| p.1).collect()
     }
 
     /// Bulk bytes delivered over the drive-by links' potential (paper 002 section 5's "theoretical

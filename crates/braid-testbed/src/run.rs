@@ -224,6 +224,7 @@ fn run_one(
         links: Vec::new(),
         pass_share: None,
         longest_stall_ms: None,
+        wifi_pass_mb: Vec::new(),
         datagrams: 0,
         simulated_s: duration.as_secs_f64(),
     };

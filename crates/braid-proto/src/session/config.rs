@@ -78,6 +78,8 @@ pub struct SessionConfig {
     pub aqm: AqmConfig,
     /// Admission, degradation and the wait for an admitted link (link/lifecycle.rs).
     pub lifecycle: crate::link::LifecycleConfig,
+    /// Location awareness (location.rs, paper 002 section 8); off by default.
+    pub location: crate::location::LocationConfig,
 }
 
 impl SessionConfig {
@@ -101,6 +103,7 @@ impl SessionConfig {
             store_age: Duration::from_secs(3),
             aqm: AqmConfig::default(),
             lifecycle: crate::link::LifecycleConfig::default(),
+            location: crate::location::LocationConfig::default(),
         }
     }
 }

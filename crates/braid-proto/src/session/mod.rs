@@ -7,6 +7,7 @@
 //! ([`Session::poll_event`]). Time always comes in as an argument.
 
 mod config;
+mod position;
 mod recv;
 mod sealed;
 mod send;
@@ -201,6 +202,9 @@ pub(crate) struct LinkSlot {
     /// The peer has been told (in a feedback over another link) that this link went silent
     /// while it carried data; cleared by the next arrival on it ([`Session::silent_since`]).
     pub(crate) silence_reported: bool,
+    /// What the location map expects of this link where the vehicle is (position.rs); all false
+    /// unless location awareness is on.
+    pub(crate) expect: crate::location::Expectation,
 }
 
 impl LinkSlot {
@@ -235,6 +239,7 @@ impl LinkSlot {
             name,
             peer_name: None,
             silence_reported: false,
+            expect: crate::location::Expectation::default(),
         }
     }
 
@@ -332,6 +337,8 @@ pub struct Session {
     closed: bool,
     /// No link is admitted yet and passengers' packets wait for one ([`Session::usable_slots`]).
     waiting_for_link: bool,
+    /// Where each link has been good (location.rs); learned only with location awareness on.
+    map: crate::location::QualityMap,
 }
 
 impl Session {
@@ -384,6 +391,7 @@ impl Session {
             stats: SessionStats::default(),
             closed: false,
             waiting_for_link: false,
+            map: crate::location::QualityMap::new(),
         };
         for l in links {
             s.add_link(now, l);
@@ -918,7 +926,10 @@ impl Session {
                     }
                 }
                 LinkState::Down => {
-                    if s.tx.last_probe.is_none_or(|p| now >= p + self.cfg.down_probe_interval) {
+                    // Where the map expects the link back soon, probe it as a probing link is.
+                    let period =
+                        if s.expect.good_soon { self.cfg.probe_interval } else { self.cfg.down_probe_interval };
+                    if s.tx.last_probe.is_none_or(|p| now >= p + period) {
                         s.probe_due = true;
                     }
                 }
@@ -984,9 +995,10 @@ impl Session {
     /// (data, repair, feedback) while another link can.
     pub(crate) fn usable_slots(&self) -> impl Iterator<Item = &LinkSlot> {
         let has = |st: LinkState| self.links.iter().any(|s| s.tx.state == st && s.tx.remote.is_some());
-        let healthy = self.links.iter().any(|s| {
-            s.tx.state == LinkState::Active && s.tx.remote.is_some() && s.life.phase() != crate::link::Phase::Degraded
-        });
+        // A link the location map expects to fade soon is drained as a degraded one is.
+        let drained = |s: &LinkSlot| s.life.phase() == crate::link::Phase::Degraded || s.expect.fades_soon;
+        let healthy =
+            self.links.iter().any(|s| s.tx.state == LinkState::Active && s.tx.remote.is_some() && !drained(s));
         let want = if has(LinkState::Active) || self.waiting_for_link {
             Some(LinkState::Active)
         } else if has(LinkState::Probing) {
@@ -996,9 +1008,7 @@ impl Session {
         };
         let candidate = move |s: &LinkSlot| s.tx.remote.is_some() && want.is_none_or(|w| s.tx.state == w);
         let primary = self.links.iter().any(|s| candidate(s) && !s.backup);
-        self.links.iter().filter(move |s| {
-            candidate(s) && !(primary && s.backup) && !(healthy && s.life.phase() == crate::link::Phase::Degraded)
-        })
+        self.links.iter().filter(move |s| candidate(s) && !(primary && s.backup) && !(healthy && drained(s)))
     }
 
     /// How long an active link may sit idle before a keepalive probe: longer for a backup, which

@@ -328,7 +328,11 @@ impl Session {
             // Admission (link/lifecycle.rs): replies in a row and enough of the recent probes
             // answered, so a link at the fringe of its range is not taken into use.
             let timeout = super::probe_timeout(slot);
-            if slot.life.admissible(now, timeout, &life_cfg) {
+            // Where the location map has seen this link good, its first reply admits it: the
+            // fringe it would otherwise have to prove itself in lies behind (paper 002 section 8).
+            if slot.life.admissible(now, timeout, &life_cfg)
+                || (slot.expect.good_here && slot.life.streak(now, timeout) >= 1)
+            {
                 slot.tx.set_state(LinkState::Active, now);
                 slot.life.enter(crate::link::Phase::Active, now);
                 let id = slot.tx.id;

@@ -2,6 +2,7 @@
 
 mod discovery;
 mod lifecycle;
+mod location;
 mod metering;
 mod pair;
 mod session;

@@ -86,19 +86,37 @@ pub const MAC_RATES: [MacRate; 12] = [
 ];
 
 /// The vehicle's motion: the position part of a scenario's clock, seen by every drive-by link and
-/// by the client. Position is along the road, in metres, at constant speed.
+/// by the client. Position is along the road, in metres, at constant speed; on a closed route (a
+/// bus line driven lap after lap) it starts again from 0 after `route_m`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Vehicle {
     /// Speed, m/s.
     pub speed_mps: f64,
     /// Position at time 0, m.
     pub start_m: f64,
+    /// Length of a closed route, m: position `route_m` is position 0 again. `None`: an open road.
+    pub route_m: Option<f64>,
 }
 
 impl Vehicle {
-    /// Position along the road `t` after the start of the run, m.
+    /// Position along the road `t` after the start of the run, m (within `[0, route_m)` on a
+    /// closed route).
     pub fn position_m(&self, t: Duration) -> f64 {
-        self.start_m + self.speed_mps * t.as_secs_f64()
+        let x = self.start_m + self.speed_mps * t.as_secs_f64();
+        match self.route_m {
+            Some(r) => x.rem_euclid(r),
+            None => x,
+        }
+    }
+
+    /// Signed distance along the road from `from` to `to`, m: on a closed route the shorter way
+    /// round, so an access point near the end of the route is also near its start.
+    pub fn along_m(&self, from: f64, to: f64) -> f64 {
+        let d = to - from;
+        match self.route_m {
+            Some(r) => (d + r / 2.0).rem_euclid(r) - r / 2.0,
+            None => d,
+        }
     }
 }
 
@@ -130,7 +148,7 @@ pub struct DriveBy {
 impl Default for DriveBy {
     fn default() -> Self {
         DriveBy {
-            vehicle: Vehicle { speed_mps: 80.0 / 3.6, start_m: -640.0 },
+            vehicle: Vehicle { speed_mps: 80.0 / 3.6, start_m: -640.0, route_m: None },
             aps_m: vec![0.0],
             offset_m: 10.0,
             range_m: 640.0,
@@ -159,7 +177,7 @@ pub struct Radio {
 impl DriveBy {
     /// Signal from access point `ap` at road position `x`, dBm.
     pub fn rssi_dbm(&self, ap: usize, x: f64) -> f64 {
-        let along = x - self.aps_m[ap];
+        let along = self.vehicle.along_m(self.aps_m[ap], x);
         let d = (along * along + self.offset_m * self.offset_m).sqrt().max(1.0);
         MAC_RATES[0].sensitivity_dbm - 10.0 * self.path_loss_exp * (d / self.range_m).log10()
     }
@@ -288,6 +306,20 @@ impl DrivePass {
     pub fn potential_bytes(&self) -> f64 {
         self.radio.iter().zip(&self.usable).filter(|(_, u)| **u).map(|(r, _)| r.tcp_kbps * 1000.0 / 8.0).sum::<f64>()
             * STEP.as_secs_f64()
+    }
+
+    /// Each access point's coverage in turn: the access point and the steps during which it is the
+    /// strongest one in range (one entry per pass, so a route driven twice has two per point).
+    pub fn coverages(&self) -> Vec<(usize, std::ops::Range<usize>)> {
+        let mut out: Vec<(usize, std::ops::Range<usize>)> = Vec::new();
+        for (i, r) in self.radio.iter().enumerate() {
+            let Some(ap) = r.ap else { continue };
+            match out.last_mut() {
+                Some((last, range)) if *last == ap && range.end == i => range.end = i + 1,
+                _ => out.push((ap, i..i + 1)),
+            }
+        }
+        out
     }
 
     /// The same integral ignoring association: what the radio alone would allow.
@@ -439,7 +471,7 @@ mod tests {
 
     #[test]
     fn out_of_range_is_an_outage() {
-        let d = DriveBy { vehicle: Vehicle { speed_mps: 22.2, start_m: -1000.0 }, ..paper() };
+        let d = DriveBy { vehicle: Vehicle { speed_mps: 22.2, start_m: -1000.0, route_m: None }, ..paper() };
         let p = d.realise(3, Duration::from_secs(100));
         let spec = p.apply(&LinkDirSpec {
             rate: RateSpec::Constant { kbps: 1.0 },

@@ -72,6 +72,7 @@ fn run(scheme: &str, run: u32, sweep_value: Option<f64>, factor: f64) -> RunResu
         links: vec![link("wimax", 1500.0, 0.05), link("3g", 800.0, 0.01)],
         pass_share: None,
         longest_stall_ms: None,
+        wifi_pass_mb: Vec::new(),
         datagrams: 1000,
         simulated_s: 10.0,
     }
@@ -133,6 +134,7 @@ pub(crate) fn aggregate(runs: &[RunResult]) -> SchemeResult {
         links: runs[0].links.clone(),
         pass_share: None,
         longest_stall_ms: None,
+        wifi_pass_mb: None,
     }
 }
 

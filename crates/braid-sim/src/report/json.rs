@@ -47,7 +47,7 @@ mod tests {
     use crate::report::fixture;
 
     /// Every SchemeResult field: the keys of docs/design.md 6 and the rest of the struct.
-    const RESULT_KEYS: [&str; 32] = [
+    const RESULT_KEYS: [&str; 33] = [
         "scheme",
         "runs",
         "flows",
@@ -64,6 +64,7 @@ mod tests {
         "overhead",
         "pass_share",
         "longest_stall_ms",
+        "wifi_pass_mb",
         "coded_fraction",
         "recovered",
         "resent",

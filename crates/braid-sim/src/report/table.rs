@@ -76,6 +76,7 @@ pub fn table(report: &SimReport, versus: &[Versus]) -> String {
         &[],
         cells(&|r| r.pass_share.and_then(|x| percent(x, 1))),
     ));
+    columns.push(Column::new("WiFi per pass (MB)", Align::Right, &[], cells(&|r| one(r.wifi_pass_mb, 1))));
     columns.push(Column::new("CBR loss (%)", Align::Right, &[], cells(&|r| r.cbr_loss.and_then(|x| percent(x, 3)))));
     columns.push(Column::new("CBR delay (ms)", Align::Right, &[], cells(&|r| one(r.cbr_delay_ms, 1))));
     columns.push(Column::new("CBR jitter (ms)", Align::Right, &[], cells(&|r| one(r.cbr_jitter_ms, 2))));

@@ -28,6 +28,20 @@ pub(crate) struct Ctx<'a, 'i> {
     pub base_dir: &'a Path,
 }
 
+/// The prefix of a trace path in the folder of real cellular traces (Mahimahi's), which braid
+/// does not ship: `trace = "$BRAID_TRACES/ATT-LTE-driving-2016.down"`.
+pub const TRACES_VAR: &str = "$BRAID_TRACES";
+
+/// The folder of real cellular traces: `$BRAID_TRACES`, else `shared/traces` beside the project
+/// folder (resolved from the scenario file's folder, `scenarios/`), where the project's build
+/// machines keep them.
+pub fn traces_dir(base_dir: &Path) -> std::path::PathBuf {
+    match std::env::var_os("BRAID_TRACES") {
+        Some(d) if !d.is_empty() => std::path::PathBuf::from(d),
+        _ => base_dir.join("../../shared/traces"),
+    }
+}
+
 impl Ctx<'_, '_> {
     fn line(&self, loc: &Loc) -> usize {
         doc::line_of(self.text, doc::span_of(self.doc, loc).start)
@@ -86,6 +100,20 @@ impl Ctx<'_, '_> {
     fn path(&self, rel: &str, loc: &Loc) -> Result<std::path::PathBuf> {
         if rel.is_empty() {
             return Err(self.invalid(loc, "empty path"));
+        }
+        if let Some(name) = rel.strip_prefix(TRACES_VAR) {
+            let dir = traces_dir(self.base_dir);
+            let path = dir.join(name.trim_start_matches('/'));
+            if !path.exists() {
+                return Err(self.invalid(
+                    loc,
+                    format!(
+                        "{} not found: the Mahimahi cellular traces are not shipped with braid; set BRAID_TRACES to the folder that holds them",
+                        path.display()
+                    ),
+                ));
+            }
+            return Ok(path);
         }
         Ok(self.base_dir.join(rel))
     }
@@ -205,7 +233,11 @@ fn vehicle(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawVehicle) -> Result<Vehicle> {
     if !start_m.is_finite() {
         return Err(ctx.invalid(&loc.key("start_m"), format!("must be a finite number, found {start_m}")));
     }
-    Ok(Vehicle { speed_mps: speed / 3.6, start_m })
+    let route_m = match raw.route_m {
+        Some(r) => Some(ctx.positive(r, &loc.key("route_m"))?),
+        None => None,
+    };
+    Ok(Vehicle { speed_mps: speed / 3.6, start_m, route_m })
 }
 
 /// `drive_by = {...}`: access points either listed (`aps_m`) or evenly spaced (`first_m`,
@@ -554,6 +586,7 @@ fn scheme(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawScheme, n_links: usize) -> Resul
                     ("weights", raw.weights.is_some()),
                     ("hold_ms", raw.hold_ms.is_some()),
                     ("aqm", raw.aqm.is_some()),
+                    ("location", raw.location.is_some()),
                 ],
             )?;
             SchemeKind::Peer(peer)
@@ -607,7 +640,15 @@ fn scheme(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawScheme, n_links: usize) -> Resul
         Some(ms) => Some(ctx.duration(ms, 1e3, &loc.key("hold_ms"))?),
         None => None,
     };
-    Ok(SchemeSpec { name, kind, fec_percent, weights, hold, aqm: raw.aqm.unwrap_or(false) })
+    Ok(SchemeSpec {
+        name,
+        kind,
+        fec_percent,
+        weights,
+        hold,
+        aqm: raw.aqm.unwrap_or(false),
+        location: raw.location.unwrap_or(false),
+    })
 }
 
 /// A braid scheme's `recovery` and `scheduler`, parsed by braid-proto's grammar. The older

@@ -25,6 +25,7 @@ pub(crate) struct RawScenario {
 pub(crate) struct RawVehicle {
     pub speed_kmh: Option<f64>,
     pub start_m: Option<f64>,
+    pub route_m: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -125,6 +126,7 @@ pub(crate) struct RawScheme {
     pub weights: Option<RawWeights>,
     pub hold_ms: Option<f64>,
     pub aqm: Option<bool>,
+    pub location: Option<bool>,
 }
 
 /// `weights = [1, 2]`, or a string (`weights = "auto"` of older files), which `build` refuses

@@ -49,6 +49,10 @@ pub struct SchemeSpec {
     /// CoDel on the predicted uplink queue at braid's ingress (`aqm = true`; braid schemes only,
     /// off by default; braid_proto::aqm): for bulk flows over long fat uplinks.
     pub aqm: bool,
+    /// Location awareness (`location = true`; braid schemes only, off by default;
+    /// braid_proto::location): the client is told the vehicle's position and learns where each
+    /// link is good.
+    pub location: bool,
 }
 
 impl SchemeSpec {

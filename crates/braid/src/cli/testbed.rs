@@ -161,6 +161,7 @@ pub fn demo(runs: u32, duration_s: u64) -> Result<anyhow::Result<()>, String> {
         weights: None,
         hold: None,
         aqm: false,
+        location: false,
     };
     let braid = |name: &str| {
         scenario

@@ -115,6 +115,31 @@ struct Client {
     /// When the allowances are next counted, and saved.
     usage_due: braid_proto::Instant,
     usage_saved: braid_proto::Instant,
+    /// Location awareness (`[location]`), when on.
+    location: Option<Location>,
+}
+
+/// How often the learned location map is written to disk (and at shutdown).
+const MAP_SAVE_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The client's location awareness: where the map lives, and the map between sessions.
+struct Location {
+    settings: braid_config::config::LocationSettings,
+    cfg: braid_proto::location::LocationConfig,
+    /// The map read at start, until the first session takes it; a new session takes its
+    /// predecessor's.
+    map: Option<braid_proto::location::QualityMap>,
+    saved_at: braid_proto::Instant,
+}
+
+impl Location {
+    /// Writes the map out, warning (not failing) if it cannot.
+    fn save(&mut self, map: &braid_proto::location::QualityMap, now: braid_proto::Instant) {
+        self.saved_at = now;
+        if let Err(e) = super::gps::save_map(&self.settings.map, map, &self.cfg) {
+            tracing::warn!(map = %self.settings.map.display(), error = %e, "location map not saved");
+        }
+    }
 }
 
 /// How often the uplinks' monthly usage is counted and their metering adjusted.
@@ -158,6 +183,12 @@ async fn run_async(path: PathBuf, cfg: ClientConfig) -> anyhow::Result<()> {
     }
     spawn_signals(tx.clone()).context("installing signal handlers")?;
     netwatch::spawn(cfg.uplink.iter().map(|u| u.interface.clone()).collect(), tx.clone());
+    let location = cfg.location.clone().filter(|l| l.enabled).map(|settings| {
+        let lcfg = braid_proto::location::LocationConfig { enabled: true, ..Default::default() };
+        let map = super::gps::load_map(&settings.map, &lcfg);
+        super::gps::spawn(settings.gpsd.clone(), tx.clone());
+        Location { settings, cfg: lcfg, map: Some(map), saved_at: clock.now() }
+    });
     let servers = ServerChoice::new(cfg.server.0.clone());
     tracing::info!(servers = ?servers.entries(), mtu, tun = %cfg.tun.name, cipher = %cfg.cipher(), "client started");
     super::notify::notify_or_log("READY=1");
@@ -204,11 +235,16 @@ async fn run_async(path: PathBuf, cfg: ClientConfig) -> anyhow::Result<()> {
         usage,
         usage_due: braid_proto::Instant::ZERO,
         usage_saved: braid_proto::Instant::ZERO,
+        location,
     };
     let span = tracing::info_span!("client");
     client.run(rx).instrument(span).await;
     client.count_usage();
     client.usage.save();
+    let now = client.clock.now();
+    if let (Some(loc), Some(k)) = (client.location.as_mut(), client.keyed.as_ref()) {
+        loc.save(k.engine().location_map(), now);
+    }
     for u in &mut client.uplinks {
         u.close();
     }
@@ -307,6 +343,14 @@ impl Client {
                 let _ = reply.send(self.control(req));
             }
             Input::Net(change) => self.on_net(change),
+            Input::Position(pos) => {
+                if let Some(k) = self.keyed.as_mut() {
+                    k.handle_position(now, pos);
+                    if let Some(loc) = self.location.as_mut().filter(|l| now >= l.saved_at + MAP_SAVE_EVERY) {
+                        loc.save(k.engine().location_map(), now);
+                    }
+                }
+            }
             Input::Reload => self.reload(),
             Input::Shutdown => {
                 super::notify::notify_or_log("STOPPING=1");
@@ -481,6 +525,14 @@ impl Client {
                 for i in 0..self.cfg.uplink.len() {
                     session.set_link_request(LinkId(i as u8), self.usage.stage(i).request());
                 }
+                if let Some(loc) = self.location.as_mut() {
+                    // The map outlives sessions: a new one takes the last one's, or the saved one.
+                    let map = match self.keyed.as_ref() {
+                        Some(k) => k.engine().location_map().clone(),
+                        None => loc.map.take().unwrap_or_default(),
+                    };
+                    session.set_location_map(map);
+                }
                 self.keyed = Some(SealedSession::new(session, &e.keys, now));
                 tracing::info!(session = format_args!("{:04x}", e.session), cipher = %e.keys.suite, "session established");
             }
@@ -488,7 +540,8 @@ impl Client {
     }
 
     fn new_session(&self, id: u32, now: braid_proto::Instant) -> Session {
-        let scfg = super::session_config(Role::Client, id, &self.cfg.session, self.mtu);
+        let mut scfg = super::session_config(Role::Client, id, &self.cfg.session, self.mtu);
+        scfg.location.enabled = self.location.is_some();
         let links: Vec<LinkConfig> = self
             .cfg
             .uplink

@@ -8,6 +8,7 @@
 pub mod client;
 pub use braid_config::config;
 pub mod control;
+pub mod gps;
 pub use braid_config::keys;
 pub mod metrics;
 pub mod mss;
@@ -121,6 +122,8 @@ pub enum Input {
     Control(control::Request, oneshot::Sender<control::Response>),
     /// An interface watched by [`netwatch`] changed.
     Net(netwatch::IfChange),
+    /// A position fix from gpsd (client, location awareness on).
+    Position(braid_proto::location::Position),
     /// SIGHUP: reload the session settings.
     Reload,
     /// SIGTERM or SIGINT: stop.

@@ -353,7 +353,7 @@ impl Server {
                     self.schedule_all();
                 }
             }
-            Input::Net(_) => {}
+            Input::Net(_) | Input::Position(_) => {}
             Input::Reload => {
                 self.reload();
                 self.schedule_all();
