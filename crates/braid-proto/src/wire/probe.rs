@@ -94,7 +94,7 @@ impl LinkRequest {
 
     /// The byte it travels as (bits this version does not know are ignored when read).
     pub fn to_byte(self) -> u8 {
-        u8::from(self.no_coding) * Self::NO_CODING | u8::from(self.backup) * Self::BACKUP
+        (u8::from(self.no_coding) * Self::NO_CODING) | (u8::from(self.backup) * Self::BACKUP)
     }
 
     /// Reads the byte.
