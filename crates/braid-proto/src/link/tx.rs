@@ -75,6 +75,20 @@ pub const PROBE_PERIOD: Duration = Duration::from_secs(1);
 /// measures its capacity from how fast a queue drains (PluriBus 5.2's dispersion). Probing it
 /// would only lengthen the queue every passenger waits in.
 pub const PROBE_MAX_QUEUE: Duration = Duration::from_millis(5);
+/// The queue the peer must have measured on a link to close it to opportunistic coded packets
+/// ([`TxLink::coding_closed_until`]). Coded packets are scavenger traffic (RFC 6817's reasoning,
+/// as [`TxLink::check_queue`] says), and the queue model they otherwise go by rests on the
+/// capacity estimate, which lags a rate that swings: on the bus route's LTE trace OEC filled the
+/// modem's 400 kB buffer, and the passengers' own packets were dropped behind coded ones (one
+/// lap of bus-route-flows.toml: mean FCT 4.5 s with 4 flows failed; 1.4 s and none with this
+/// bound). The bound is a cellular round trip, not less: at 25 ms the coding that repairs a
+/// failover's holes on the remaining uplink stopped too (blackout.toml, 8 runs: longest stall
+/// 232 ms without the gate and at 80 ms, 510 ms at 25 ms); a bound from each link's measured
+/// minimum round trip did as badly, since a busy link is seldom probed and its minimum unknown.
+pub const CODING_MAX_QUEUE: Duration = Duration::from_millis(80);
+/// How long the peer's measurement closes a link to coding: a link it no longer reports on (no
+/// data on it) opens again after this.
+pub const CODING_ECHO_FRESH: Duration = Duration::from_millis(500);
 /// How soon a probe held back by a queue is tried again.
 const PROBE_RETRY: Duration = Duration::from_millis(250);
 /// The gain while a link's estimate keeps rising probe after probe (BBR's startup gain, 2/ln 2
@@ -153,8 +167,9 @@ pub struct TxLink {
     probe: ProbePhase,
     /// The last probe raised the estimate: the next one follows at once, at [`GROWTH_GAIN`].
     growing: bool,
-    /// The queue the newest echoed datagram met, µs (the peer's measurement).
+    /// The queue the newest echoed datagram met, µs (the peer's measurement), and when it came.
     echoed_queue_us: i64,
+    echoed_at: Option<Instant>,
 }
 
 impl TxLink {
@@ -190,6 +205,7 @@ impl TxLink {
             // configured figure is only checked now and then.
             growing: bootstrap_bps <= 0.0,
             echoed_queue_us: 0,
+            echoed_at: None,
         }
     }
 
@@ -293,6 +309,21 @@ impl TxLink {
         self.queue_left_us(now) <= 0.0
     }
 
+    /// Until when the peer's latest measurement keeps opportunistic coded packets off this link
+    /// (a queue of [`CODING_MAX_QUEUE`] or more, measured within [`CODING_ECHO_FRESH`]); `None`
+    /// while coding may go.
+    pub fn coding_closed_until(&self) -> Option<Instant> {
+        let at = self.echoed_at?;
+        (self.echoed_queue_us >= CODING_MAX_QUEUE.as_micros() as i64).then_some(at + CODING_ECHO_FRESH)
+    }
+
+    /// Whether opportunistic coded packets may go on this link at `now` by the peer's measured
+    /// queue ([`Self::coding_closed_until`]); the model's queue must be empty as well
+    /// ([`Self::queue_is_empty`]).
+    pub fn coding_open(&self, now: Instant) -> bool {
+        self.coding_closed_until().is_none_or(|t| now >= t)
+    }
+
     /// When the estimated queue will be (or was) empty: rounded up, so that while
     /// [`Self::queue_is_empty`] is false this is later than `now` (a timer that is due but finds
     /// nothing to do would spin the driver).
@@ -391,6 +422,7 @@ impl TxLink {
     pub fn check_queue(&mut self, now: Instant, echo_ts: u32, measured_us: i64) -> bool {
         let Some(sent) = self.sends.iter().rev().find(|s| s.wire_ts == echo_ts).copied() else { return false };
         self.echoed_queue_us = measured_us;
+        self.echoed_at = Some(now);
         if self.corrected_at.is_some_and(|c| sent.at <= c) {
             return false;
         }
@@ -651,6 +683,25 @@ mod tests {
         m.check_queue(t1, t1.wire_timestamp(), 6_000);
         m.handle_probe_timer(t1, true);
         assert!(!m.is_probing());
+    }
+
+    #[test]
+    fn a_queue_the_peer_measured_closes_the_link_to_coding_until_it_goes_or_grows_stale() {
+        let mut l = TxLink::new(LinkId(0), None, 1e6, LinkState::Active, Instant::ZERO);
+        let t0 = Instant::from_millis(100);
+        assert!(l.coding_open(t0), "nothing measured yet");
+        l.on_send(t0, 1250);
+        l.check_queue(t0 + Duration::from_millis(50), t0.wire_timestamp(), 200_000);
+        let t1 = t0 + Duration::from_millis(50);
+        assert!(!l.coding_open(t1), "a 200 ms queue");
+        assert_eq!(l.coding_closed_until(), Some(t1 + CODING_ECHO_FRESH));
+        assert!(l.coding_open(t1 + CODING_ECHO_FRESH), "a stale measurement");
+        // A fresh echo of a short queue opens it at once.
+        let t2 = t1 + Duration::from_millis(10);
+        l.on_send(t2, 1250);
+        l.check_queue(t2, t2.wire_timestamp(), 5_000);
+        assert!(l.coding_open(t2));
+        assert_eq!(l.coding_closed_until(), None);
     }
 
     #[test]

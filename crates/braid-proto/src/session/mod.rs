@@ -731,7 +731,10 @@ impl Session {
             }
             // A probing link is filled with coded packets whatever the scheme.
             if (opportunistic || (material && s.tx.is_probing())) && s.meter.allows(max) {
-                out.push((Timer::Opportunity(s.tx.id), s.tx.queue_drained_at()));
+                // A link the peer measured a queue on opens to coding again when that
+                // measurement goes stale (or a fresh one arrives with a datagram).
+                let closed = s.tx.coding_closed_until().filter(|_| !s.tx.is_probing());
+                out.push((Timer::Opportunity(s.tx.id), s.tx.queue_drained_at().max(closed.unwrap_or(Instant::ZERO))));
             }
         }
         out

@@ -146,7 +146,12 @@ impl Session {
         let max = self.min_transmit_buffer();
         let empty: Vec<(LinkId, f64, bool)> = self
             .usable_slots()
-            .filter(|s| (opportunistic || s.tx.is_probing()) && s.tx.queue_is_empty(now) && s.meter.allows(max))
+            .filter(|s| {
+                // Capacity probes stop on a queue by themselves (`TxLink::check_queue`); other
+                // coded packets also wait for the queue the peer measured to go.
+                let room = s.tx.is_probing() || s.tx.coding_open(now);
+                (opportunistic || s.tx.is_probing()) && room && s.tx.queue_is_empty(now) && s.meter.allows(max)
+            })
             .map(|s| (s.tx.id, s.tx.loss(), s.tx.is_probing()))
             .collect();
         for (id, loss, probing) in empty {
