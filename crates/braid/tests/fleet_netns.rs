@@ -315,11 +315,24 @@ fn ipv6_outer_and_tunnel_two_vehicles_per_vehicle_control() {
     });
     assert_eq!(recovery(&tb, "bus-18"), "arq", "a per-vehicle setting outlives the session");
 
-    // Prometheus, over IPv6 loopback, labelled by vehicle.
-    let metrics = tb.sh(
-        "lan",
-        "python3 -c \"import urllib.request as u; print(u.urlopen('http://[::1]:9478/metrics').read().decode())\"",
-    );
+    // Prometheus, over IPv6 loopback, labelled by vehicle. An idle vehicle's uplink can be down
+    // on the server for a moment (its liveness probing after the transfers above): wait for
+    // every uplink to be active, then read the whole exposition once.
+    let scrape = |tb: &Testbed| {
+        tb.sh(
+            "lan",
+            "python3 -c \"import urllib.request as u; print(u.urlopen('http://[::1]:9478/metrics').read().decode())\"",
+        )
+    };
+    let t0 = Instant::now();
+    wait_for("every uplink active on the server", Duration::from_secs(10), || {
+        let m = scrape(&tb);
+        ["bus-17", "bus-18"]
+            .iter()
+            .all(|v| m.contains(&format!("braid_uplink_active{{vehicle=\"{v}\",uplink=\"u0\"}} 1")))
+    });
+    println!("uplinks all active on the server after {:.1} s", t0.elapsed().as_secs_f64());
+    let metrics = scrape(&tb);
     assert!(metrics.contains("braid_build_info{version=\""), "{metrics}");
     // Uplinks by the names the vehicles gave them (u0, u1 in their files), carried in probes.
     assert!(metrics.contains("braid_uplink_received_bytes_total{vehicle=\"bus-17\",uplink=\"u1\"}"), "{metrics}");
