@@ -820,7 +820,8 @@ impl Client {
                 }
             }
         }
-        self.count_usage();
+        // Counting is by bytes whatever the allowance, so one count after the change both keeps
+        // the bytes so far and applies the new allowance's stage.
         self.usage.reconfigure(&self.cfg.state_dir(), &cfg.uplink);
         for u in &mut self.cfg.uplink {
             if let Some(new) = cfg.uplink.iter().find(|n| n.name == u.name) {

@@ -115,13 +115,7 @@ pub fn load_map(path: &Path, cfg: &LocationConfig) -> QualityMap {
 /// Writes `map` to `path` (through a temporary file and a rename, so a crash leaves the old map
 /// or the new one, never half of one).
 pub fn save_map(path: &Path, map: &QualityMap, cfg: &LocationConfig) -> std::io::Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    let json = serde_json::to_vec(&map.to_file(cfg)).map_err(std::io::Error::other)?;
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, json)?;
-    std::fs::rename(&tmp, path)
+    super::write_json_atomically(path, &map.to_file(cfg))
 }
 
 #[cfg(test)]

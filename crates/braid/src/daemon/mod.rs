@@ -27,6 +27,19 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
+/// Writes `value` as JSON to `path`, creating its folder: through a temporary file and a rename,
+/// so a crash leaves the old file or the new one, never half of one (the daemons' state files:
+/// the location map, the uplinks' monthly usage).
+fn write_json_atomically<T: serde::Serialize>(path: &std::path::Path, value: &T) -> std::io::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let json = serde_json::to_vec(value).map_err(std::io::Error::other)?;
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, json)?;
+    std::fs::rename(&tmp, path)
+}
+
 /// A new session's engine configuration, the same for both roles: its id, a random seed for
 /// its coding choices, the `[session]` settings and the TUN MTU as the largest passenger packet.
 fn session_config(

@@ -292,7 +292,7 @@ impl Usage {
                 .map(|m| (m.name.clone(), Saved { period_start: m.period, bytes: m.used }))
                 .collect(),
         };
-        match write_file(path, &file) {
+        match super::write_json_atomically(path, &file) {
             Ok(()) => self.dirty = false,
             Err(e) => tracing::warn!(file = %path.display(), error = %e, "cannot save the uplinks' monthly usage"),
         }
@@ -318,15 +318,6 @@ fn read_file(path: &Path) -> File {
         tracing::warn!(file = %path.display(), error = %e, "the uplinks' monthly usage file is not valid; counting from zero");
         File::default()
     })
-}
-
-fn write_file(path: &Path, file: &File) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(file)?)?;
-    std::fs::rename(&tmp, path)
 }
 
 #[cfg(test)]
