@@ -38,6 +38,16 @@ pub struct Metering {
 pub const BACKUP_KEEPALIVE: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Metering {
+    /// This metering tightened by what the peer asks of the link ([`crate::wire::LinkRequest`]):
+    /// no coding, or backup, if either says so; never looser.
+    pub fn tightened_by(self, asked: crate::wire::LinkRequest) -> Metering {
+        let no_coding = asked.no_coding || asked.backup;
+        Metering {
+            coding_budget: if no_coding { Some(0.0) } else { self.coding_budget },
+            backup: self.backup || asked.backup,
+        }
+    }
+
     /// Checks the values: a budget must be a finite number >= 0 (infinity means no bound and is
     /// stored as `None`).
     pub fn new(coding_budget: Option<f64>, backup: bool) -> Result<Self, MeteringError> {

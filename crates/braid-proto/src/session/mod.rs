@@ -246,10 +246,9 @@ impl LinkSlot {
     /// Sets `meter` and `backup` from this end's metering tightened by the peer's request: no
     /// coding, or backup, if either says so.
     pub(crate) fn apply_metering(&mut self) {
-        let (own, asked) = (self.own_metering, self.peer_request);
-        let no_coding = asked.no_coding || asked.backup;
-        self.meter.set_budget(if no_coding { Some(0.0) } else { own.coding_budget });
-        self.backup = own.backup || asked.backup;
+        let m = self.own_metering.tightened_by(self.peer_request);
+        self.meter.set_budget(m.coding_budget);
+        self.backup = m.backup;
     }
 
     /// When the last datagram arrived on this link, if it was carrying data then (the last data

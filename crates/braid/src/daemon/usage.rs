@@ -52,13 +52,10 @@ impl Stage {
         }
     }
 
-    /// The metering in force: the configured one, tightened.
+    /// The metering in force: the configured one, tightened as the server is asked to tighten its
+    /// own ([`Self::request`]).
     pub(super) fn metering(self, configured: Metering) -> Metering {
-        match self {
-            Stage::Normal => configured,
-            Stage::NoCoding => Metering { coding_budget: Some(0.0), ..configured },
-            Stage::Backup => Metering { coding_budget: Some(0.0), backup: true },
-        }
+        configured.tightened_by(self.request())
     }
 
     /// What the vehicle asks of the server's sends on the uplink, so that the allowance bounds
