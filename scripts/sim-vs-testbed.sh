@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs one scenario in the simulator and on the real-kernel testbed with the same seeds and compares
-# each braid scheme's mean FCT, or for a bulk workload its goodput (issue 4: within 25 %; issue 25,
+# each braid scheme's mean FCT, or for a bulk workload its goodput (and, where the scenario has them,
+# the drive-by pass share and the longest stall) (issue 4: within 25 %; issue 25,
 # scenarios/testbed-two-modems.toml: within 15 %). Root only (the testbed). Real time: the testbed
 # takes RUNS x (duration_s + drain); the contenders of a run go side by side.
 #   scripts/sim-vs-testbed.sh [SCENARIO] [RUNS] [--from-json TESTBED.json]
@@ -35,4 +36,20 @@ for name, t in tb.items():
     ratio = s[key] / t[key]
     yes = lambda bound: "yes" if abs(ratio - 1) <= bound else "NO"
     print(f'{name:8} {fmt(s):>22} {fmt(t):>26} {ratio:>12.2f}  {yes(0.25):>11}  {yes(0.15):>11}')
+# Drive-by passes and blackouts: the share of the pass's potential moved and the longest stall of a
+# bulk flow (the largest over runs), where the scenario has them.
+extra = [(k, l, f) for k, l, f in (("pass_share", "pass share", lambda x: f"{100 * x:.1f} %"),
+                                    ("longest_stall_ms", "longest stall", lambda x: f"{x:.0f} ms"))
+         if any(r.get(k) is not None for r in tb.values())]
+if extra:
+    print()
+    print(f'{"scheme":12}' + "".join(f'{"sim " + l:>20} {"testbed " + l:>22} {"sim/testbed":>12}' for _, l, _ in extra))
+    for name, t in tb.items():
+        s = sim.get(name, {})
+        cells = ""
+        for k, _, f in extra:
+            a, b = s.get(k), t.get(k)
+            r = f"{a / b:.2f}" if a is not None and b else "-"
+            cells += f'{f(a) if a is not None else "-":>20} {f(b) if b is not None else "-":>22} {r:>12}'
+        print(f'{name:12}' + cells)
 PY

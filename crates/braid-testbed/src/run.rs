@@ -1,8 +1,9 @@
 //! `braid testbed`: every contender of a scenario, every run, on real kernels over emulated links;
 //! results in the simulator's types so that the same table, JSON, CSV and plots come out.
 
+use crate::capture::StallWatch;
 use crate::contender::{self, Service};
-use crate::emulator::LinkReport;
+use crate::emulator::{DRIVE_BY_HORIZON, LinkReport};
 use crate::hosts::HostTcp;
 use crate::topology::Topology;
 use crate::workload;
@@ -202,7 +203,6 @@ fn run_one(
         sweep_value: None,
         flows: Vec::new(),
         goodput_kbps: None,
-        // iperf3's per-interval figures are not read yet; the series is the simulator's.
         goodput_kbps_series: Vec::new(),
         residual_loss: 0.0,
         aqm_drops: 0.0,
@@ -233,9 +233,30 @@ fn run_one(
             r.flows = workload::run_flows(ns, &running, &plan, epoch, duration + DRAIN, &stop);
         }
         WorkloadSpec::Bulk { direction, flows } => {
-            r.goodput_kbps = Some(
-                workload::run_iperf(ns, &running, direction, duration.as_secs().max(1), flows, None)?.goodput_kbps,
-            );
+            // Stalls are timed where the data arrives, per TCP flow; MPTCP's subflows are flows
+            // of their own there (one pausing while another carries is no stall), so not for it.
+            let receiver = match direction {
+                Direction::Down => Some(ns),
+                Direction::Up => Some(&topo.web),
+                Direction::Both => None,
+            };
+            let watch = receiver.filter(|_| !running.mptcp).map(StallWatch::start).transpose()?;
+            let started = topo.clock().now();
+            let res = bulk(ns, &running, direction, duration, flows)?;
+            r.goodput_kbps = Some(res.goodput_kbps);
+            r.goodput_kbps_series = res.goodput_kbps_series;
+            r.longest_stall_ms = watch.map(StallWatch::finish).transpose()?.flatten();
+            // The drive-by links' potential up to the test's end, from the emulator's start (the
+            // simulator counts its run's whole potential too, time before the first flow included).
+            let end = Duration::from_micros(started.as_micros()) + duration;
+            let potential: f64 = scenario
+                .links
+                .iter()
+                .enumerate()
+                .filter_map(|(i, l)| l.for_run(seed, i, DRIVE_BY_HORIZON).pass)
+                .map(|p| p.potential_bytes_between(Duration::ZERO, end))
+                .sum();
+            r.pass_share = (potential > 0.0).then(|| res.goodput_kbps * 1e3 / 8.0 * duration.as_secs_f64() / potential);
         }
         WorkloadSpec::Cbr { direction, rate_kbps, packet_bytes } => {
             let res = workload::run_iperf(
@@ -295,6 +316,38 @@ fn run_one(
     }
     drop(running);
     Ok(r)
+}
+
+/// The bulk workload: iperf3 for `duration`. If its test does not begin (its control connection
+/// did not come up, as at the lossy entry of a drive-by pass), it is started again for the time
+/// left, as an application would reconnect; the time lost counts against the contender, since
+/// goodput is over the whole `duration` (the simulator's flow starts once and its SYN is resent).
+fn bulk(
+    ns: &crate::netns::Netns,
+    running: &contender::Running,
+    direction: Direction,
+    duration: Duration,
+    flows: u32,
+) -> anyhow::Result<workload::IperfResult> {
+    let start = std::time::Instant::now();
+    let total = duration.as_secs().max(1);
+    loop {
+        let left = total.saturating_sub(start.elapsed().as_secs());
+        let e = match workload::run_iperf(ns, running, direction, left.max(1), flows, None) {
+            Ok(mut res) => {
+                let lost = total - left;
+                res.goodput_kbps *= left as f64 / total as f64;
+                res.goodput_kbps_series.splice(0..0, std::iter::repeat_n(0.0, lost as usize));
+                return Ok(res);
+            }
+            Err(e) => e,
+        };
+        if !e.is::<workload::NotStarted>() || start.elapsed() + Duration::from_secs(2) >= duration {
+            return Err(e);
+        }
+        tracing::warn!(error = %e, "starting iperf3 again");
+        std::thread::sleep(Duration::from_secs(1));
+    }
 }
 
 /// Counters read at the start and end of the workload.

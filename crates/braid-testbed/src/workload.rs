@@ -88,10 +88,13 @@ fn parse_curl(out: &str, size: u64) -> Option<f64> {
 }
 
 /// What iperf3 measured.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct IperfResult {
     /// Received goodput, kbit/s (summed over directions for `both`).
     pub goodput_kbps: f64,
+    /// Received goodput in each second, kbit/s, where the receiver's own figures are at hand (a
+    /// download: the client receives); empty otherwise.
+    pub goodput_kbps_series: Vec<f64>,
     /// UDP: fraction of datagrams lost.
     pub udp_loss: Option<f64>,
     /// UDP: jitter, ms.
@@ -99,13 +102,17 @@ pub struct IperfResult {
 }
 
 /// How long iperf3 may run past its test time (connecting, and the closing exchange of results
-/// over its control connection) before the run is given up.
-const IPERF_GRACE: Duration = Duration::from_secs(30);
+/// over its control connection) before it is interrupted.
+const IPERF_GRACE: Duration = Duration::from_secs(10);
 
-/// Runs `c` and returns what it printed, or an error once it ran longer than `limit` (it is
-/// killed): a contender whose path is gone (a drive-by link out of range when iperf3 exchanges
-/// its results) must not hang the testbed.
-fn output_within(mut c: Command, limit: Duration) -> anyhow::Result<Vec<u8>> {
+/// How long an interrupted iperf3 has to print what it measured before it is killed.
+const IPERF_INTERRUPTED_GRACE: Duration = Duration::from_secs(5);
+
+/// Runs `c` and returns what it printed and whether it had to be interrupted: past `limit` it
+/// gets SIGINT, on which iperf3 prints its JSON with what it measured so far (a contender whose
+/// path is gone, a drive-by link out of range when iperf3 exchanges its results, must neither hang
+/// the testbed nor lose the run's figures); if it still runs after that, it is killed.
+fn output_within(mut c: Command, limit: Duration) -> anyhow::Result<(Vec<u8>, bool)> {
     use std::io::Read;
     let mut child = c.spawn()?;
     let mut out = child.stdout.take();
@@ -118,21 +125,28 @@ fn output_within(mut c: Command, limit: Duration) -> anyhow::Result<Vec<u8>> {
         buf
     });
     let start = std::time::Instant::now();
+    let mut interrupted = false;
     loop {
         if child.try_wait()?.is_some() {
             break;
         }
-        if start.elapsed() > limit {
+        if !interrupted && start.elapsed() > limit {
+            let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+            interrupted = true;
+        }
+        if interrupted && start.elapsed() > limit + IPERF_INTERRUPTED_GRACE {
             let _ = child.kill();
             let _ = child.wait();
             anyhow::bail!(
-                "iperf3 still running {} s after its test time, killed (did the path go away before it could exchange results?)",
-                IPERF_GRACE.as_secs()
+                "iperf3 still running {} s after its test time and did not stop on SIGINT, killed",
+                (IPERF_GRACE + IPERF_INTERRUPTED_GRACE).as_secs()
             );
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    reader.join().map_err(|_| anyhow::anyhow!("reading iperf3's output failed"))
+    let out = reader.join().map_err(|_| anyhow::anyhow!("reading iperf3's output failed"))?;
+    Ok((out, interrupted))
 }
 
 /// Runs iperf3 against the contender's target for `secs`: TCP with `flows` parallel streams, or
@@ -160,30 +174,109 @@ pub fn run_iperf(
     if let Some((kbps, bytes)) = udp {
         c.args(["-u", "-b", &format!("{}K", kbps.round() as u64), "-l", &bytes.to_string()]);
     }
-    let stdout = output_within(c, Duration::from_secs(secs) + IPERF_GRACE)?;
+    let (stdout, interrupted) = output_within(c, Duration::from_secs(secs) + IPERF_GRACE)?;
     let v: Value = serde_json::from_slice(&stdout).map_err(|e| anyhow::anyhow!("iperf3 printed no JSON ({e})"))?;
+    parse_iperf(&v, direction, secs, udp.is_some(), interrupted)
+}
+
+/// iperf3 ended before its test began (its control connection was refused or reset, or never
+/// came up): nothing was measured, and a retry may still measure the rest of the run.
+#[derive(Debug)]
+pub struct NotStarted(pub String);
+
+impl std::fmt::Display for NotStarted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "iperf3 did not start its test: {}", self.0)
+    }
+}
+
+impl std::error::Error for NotStarted {}
+
+/// What iperf3's JSON says; `interrupted` if it was stopped with SIGINT after its test time.
+fn parse_iperf(
+    v: &Value,
+    direction: Direction,
+    secs: u64,
+    udp: bool,
+    interrupted: bool,
+) -> anyhow::Result<IperfResult> {
+    let intervals = v["intervals"].as_array().map_or(&[][..], |a| a.as_slice());
+    // A download's client is the receiver: its own figures are the receiver's whether or not the
+    // test ran to its end and the closing exchange with the server took place (on a drive-by
+    // link the path may be gone by then). Its bytes count over the whole test time.
+    let receiver_is_client = direction == Direction::Down && !udp;
     if let Some(err) = v["error"].as_str() {
-        anyhow::bail!("iperf3: {err}");
+        if intervals.is_empty() {
+            return Err(NotStarted(err.to_string()).into());
+        }
+        if !receiver_is_client {
+            if interrupted {
+                anyhow::bail!(
+                    "iperf3 could not exchange its results within {} s of its test time ({err}), and the client did not receive, so nothing was measured at the receiver",
+                    IPERF_GRACE.as_secs()
+                );
+            }
+            anyhow::bail!("iperf3: {err}");
+        }
+        tracing::warn!("iperf3 ended with \"{err}\"; counting what its client received");
     }
     let end = &v["end"];
-    if udp.is_some() {
+    if udp {
         let sum = &end["sum"];
         return Ok(IperfResult {
             goodput_kbps: sum["bits_per_second"].as_f64().unwrap_or(0.0) / 1e3,
             udp_loss: sum["lost_percent"].as_f64().map(|p| p / 100.0),
             jitter_ms: sum["jitter_ms"].as_f64(),
+            ..IperfResult::default()
         });
     }
-    let mut bps = end["sum_received"]["bits_per_second"].as_f64().unwrap_or(0.0);
+    let series = if receiver_is_client {
+        intervals.iter().filter_map(|i| i["sum"]["bits_per_second"].as_f64()).map(|b| b / 1e3).collect()
+    } else {
+        Vec::new()
+    };
+    let received = &end["sum_received"];
+    let mut bps = if receiver_is_client {
+        received["bytes"].as_f64().unwrap_or(0.0) * 8.0 / secs.max(1) as f64
+    } else {
+        received["bits_per_second"].as_f64().unwrap_or(0.0)
+    };
     if direction == Direction::Both {
         bps += end["sum_received_bidir_reverse"]["bits_per_second"].as_f64().unwrap_or(0.0);
     }
-    Ok(IperfResult { goodput_kbps: bps / 1e3, udp_loss: None, jitter_ms: None })
+    Ok(IperfResult { goodput_kbps: bps / 1e3, goodput_kbps_series: series, udp_loss: None, jitter_ms: None })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::parse_curl;
+    use super::{parse_curl, parse_iperf};
+    use braid_sim::scenario::Direction;
+    use serde_json::json;
+
+    #[test]
+    fn an_interrupted_download_keeps_what_its_client_received_and_an_upload_says_why_it_has_nothing() {
+        let v = json!({
+            "error": "interrupt - the client has terminated",
+            "intervals": [{"sum": {"bits_per_second": 8e6}}, {"sum": {"bits_per_second": 4e6}}],
+            "end": {"sum_received": {"bytes": 1_500_000, "bits_per_second": 1e6}},
+        });
+        let r = parse_iperf(&v, Direction::Down, 2, false, true).unwrap();
+        assert_eq!(r.goodput_kbps, 6000.0, "the bytes over the test time, not over the time until the interrupt");
+        assert_eq!(r.goodput_kbps_series, vec![8000.0, 4000.0]);
+        let e = parse_iperf(&v, Direction::Up, 2, false, true).unwrap_err().to_string();
+        assert!(e.contains("could not exchange its results"), "{e}");
+        // Not interrupted, an upload's error is iperf3's own; a download that ended early
+        // still counts what it received, over the whole test time.
+        let e = parse_iperf(&v, Direction::Up, 2, false, false).unwrap_err().to_string();
+        assert!(e.starts_with("iperf3: interrupt"), "{e}");
+        assert_eq!(parse_iperf(&v, Direction::Down, 4, false, false).unwrap().goodput_kbps, 3000.0);
+        // A test that never began is told apart, so that the run can try again.
+        let refused = json!({"error": "unable to receive control message: Connection reset by peer", "intervals": []});
+        let e = parse_iperf(&refused, Direction::Down, 2, false, false).unwrap_err();
+        assert!(e.is::<super::NotStarted>(), "{e}");
+        let ok = json!({"end": {"sum_received": {"bytes": 1, "bits_per_second": 2e6}}});
+        assert_eq!(parse_iperf(&ok, Direction::Up, 2, false, false).unwrap().goodput_kbps, 2000.0);
+    }
 
     #[test]
     fn curl_output_counts_only_complete_ranges() {

@@ -327,12 +327,15 @@ impl DrivePass {
         self.radio.iter().map(|r| r.tcp_kbps * 1000.0 / 8.0).sum::<f64>() * STEP.as_secs_f64()
     }
 
-    /// The potential from `from` on (a workload that starts later cannot use what came before).
-    pub fn potential_bytes_from(&self, from: Duration) -> f64 {
-        let skip = (from.as_micros() / STEP.as_micros()) as usize;
+    /// The potential between `from` and `to` (a run that measures over part of the pass, as the
+    /// testbed's workload does, which starts once its tunnel is up).
+    pub fn potential_bytes_between(&self, from: Duration, to: Duration) -> f64 {
+        let step = |t: Duration| (t.as_micros() / STEP.as_micros()) as usize;
+        let (skip, end) = (step(from), step(to));
         self.radio
             .iter()
             .zip(&self.usable)
+            .take(end)
             .skip(skip)
             .filter(|(_, u)| **u)
             .map(|(r, _)| r.tcp_kbps * 1000.0 / 8.0)
@@ -454,6 +457,12 @@ mod tests {
         assert!((p.potential_bytes() - ideal).abs() / ideal < 0.01);
         // Order of magnitude of paper 002's Figure 9 potential (tens of MB per pass).
         assert!((40e6..120e6).contains(&ideal), "{ideal}");
+        // Its two halves make the whole, and nothing lies beyond the pass.
+        let (half, end) = (Duration::from_secs(29), Duration::from_secs(58));
+        let (first, second) = (p.potential_bytes_between(Duration::ZERO, half), p.potential_bytes_between(half, end));
+        assert!(first > 0.0 && second > 0.0);
+        assert!((first + second - p.potential_bytes()).abs() < 1.0);
+        assert_eq!(p.potential_bytes_between(end, Duration::from_secs(3600)), 0.0);
         let spec = p.apply(&LinkDirSpec {
             rate: RateSpec::Constant { kbps: 1.0 },
             delay: Duration::from_millis(2),
