@@ -160,9 +160,18 @@ impl Drop for Topology {
     }
 }
 
-/// See [`Topology::best_uplink`].
+/// See [`Topology::best_uplink`]. A drive-by link is not a candidate while a link that is always
+/// there exists: it is out of range most of the time (a vehicle's default route is its cellular
+/// modem; WiFi joins when an access point is in range), and plain TCP or MPTCP's first subflow
+/// started over it would find no path.
 pub fn best_uplink(links: &[LinkSpec]) -> usize {
-    let score = |l: &LinkSpec| l.down.rate.mean_kbps() * (1.0 - l.down.loss.mean_loss());
+    let steady = links.iter().any(|l| l.drive_by.is_none());
+    let score = |l: &LinkSpec| {
+        if steady && l.drive_by.is_some() {
+            return f64::NEG_INFINITY;
+        }
+        l.down.rate.mean_kbps() * (1.0 - l.down.loss.mean_loss())
+    };
     (0..links.len())
         .max_by(|&a, &b| {
             score(&links[a]).total_cmp(&score(&links[b])).then(links[b].down.delay.cmp(&links[a].down.delay))
@@ -186,4 +195,44 @@ fn open_tun(ns: &Netns, name: &str) -> anyhow::Result<SyncDevice> {
             .build_sync()
             .with_context(|| format!("creating TUN {name} (needs /dev/net/tun and CAP_NET_ADMIN)"))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::best_uplink;
+    use braid_sim::scenario::Scenario;
+
+    fn links(extra: &str) -> Vec<braid_sim::scenario::LinkSpec> {
+        let text = format!(
+            r#"
+name = "t"
+duration_s = 10
+[vehicle]
+speed_kmh = 50
+[[link]]
+name = "wifi"
+drive_by = {{ aps_m = [100] }}
+down = {{ delay_ms = 10, queue_kb = 300 }}
+up = {{ delay_ms = 10, queue_kb = 300 }}
+{extra}
+[workload]
+kind = "bulk"
+[[scheme]]
+name = "default"
+"#
+        );
+        Scenario::from_str(&text, std::path::Path::new(".")).unwrap().links
+    }
+
+    #[test]
+    fn a_drive_by_link_is_the_best_uplink_only_when_nothing_else_is_always_there() {
+        assert_eq!(best_uplink(&links("")), 0);
+        let lte = r#"
+[[link]]
+name = "lte"
+down = { rate_kbps = 5000, delay_ms = 40, queue_kb = 100 }
+up = { rate_kbps = 2000, delay_ms = 40, queue_kb = 100 }
+"#;
+        assert_eq!(best_uplink(&links(lte)), 1);
+    }
 }
