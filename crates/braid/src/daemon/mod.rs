@@ -21,6 +21,7 @@ pub mod status;
 pub mod tun;
 pub mod uplink;
 mod usage;
+pub mod worker;
 
 use bytes::Bytes;
 use std::net::SocketAddr;
@@ -182,7 +183,12 @@ pub(crate) fn queued_batch(first: Option<Input>, rx: &mut mpsc::Receiver<Input>)
 /// A tokio runtime for a daemon: two worker threads, as the machines it targets have few cores
 /// and the work is one loop plus reader tasks.
 pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()
+    runtime_with(2)
+}
+
+/// A tokio runtime with `threads` worker threads (the server: one per session worker, at least 2).
+pub fn runtime_with(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(threads.max(2)).enable_all().build()
 }
 
 /// Logs a session event naming the uplink (`uplink_name` gives the client's `[[uplink]]` name, on

@@ -26,6 +26,17 @@ pub fn open(cfg: &TunConfig, mtu: u16) -> anyhow::Result<Arc<AsyncDevice>> {
 
 /// Reads passengers' packets, clamps their MSS and hands them to the loop.
 pub fn spawn_reader(dev: Arc<AsyncDevice>, mtu: u16, tx: mpsc::Sender<Input>) {
+    spawn_routed(dev, mtu, vec![tx], |p| Some((0, Input::Tun(p))));
+}
+
+/// Reads passengers' packets, clamps their MSS and hands each to the queue `route` names (its
+/// index in `queues`, with what to send), or drops it where `route` gives `None`.
+pub fn spawn_routed<T: Send + 'static>(
+    dev: Arc<AsyncDevice>,
+    mtu: u16,
+    queues: Vec<mpsc::Sender<T>>,
+    route: impl Fn(Bytes) -> Option<(usize, T)> + Send + 'static,
+) {
     tokio::spawn(async move {
         // Room for a packet larger than the MTU, so it is seen (and refused by the engine, counted)
         // rather than silently truncated.
@@ -35,7 +46,9 @@ pub fn spawn_reader(dev: Arc<AsyncDevice>, mtu: u16, tx: mpsc::Sender<Input>) {
                 Ok(0) => continue,
                 Ok(n) => {
                     clamp_mss(&mut buf[..n], mtu);
-                    if tx.send(Input::Tun(Bytes::copy_from_slice(&buf[..n]))).await.is_err() {
+                    let Some((q, item)) = route(Bytes::copy_from_slice(&buf[..n])) else { continue };
+                    let Some(queue) = queues.get(q) else { continue };
+                    if queue.send(item).await.is_err() {
                         return;
                     }
                 }

@@ -52,6 +52,41 @@ pub fn listen(addr: SocketAddr) -> io::Result<UdpSocket> {
     UdpSocket::from_std(s.into())
 }
 
+/// The server's `n` listening sockets, one per worker, all on `addr` (`SO_REUSEPORT`: the kernel
+/// spreads the datagrams it receives over them by source address and port). One socket, as
+/// [`listen`] binds it, when `n` is 1. Before it joins the port with `SO_REUSEPORT`, the address
+/// is bound once without it, so a server already running there is an error ("address in use"),
+/// not a silent sharing of its vehicles' datagrams.
+pub fn listen_group(addr: SocketAddr, n: usize) -> io::Result<Vec<UdpSocket>> {
+    if n <= 1 {
+        return Ok(vec![listen(addr)?]);
+    }
+    let socket = |at: SocketAddr| -> io::Result<Socket> {
+        let s = udp_socket(at.is_ipv6())?;
+        s.set_reuse_port(true)?;
+        if at.is_ipv6() {
+            s.set_only_v6(!at.ip().is_unspecified())?;
+        }
+        s.bind(&at.into())?;
+        Ok(s)
+    };
+    if addr.port() != 0 {
+        let probe = udp_socket(addr.is_ipv6())?;
+        if addr.is_ipv6() {
+            probe.set_only_v6(!addr.ip().is_unspecified())?;
+        }
+        probe.bind(&addr.into())?;
+    }
+    let first = socket(addr)?;
+    // With port 0 the kernel picked one: the others join that one.
+    let at = first.local_addr()?.as_socket().unwrap_or(addr);
+    let mut group = vec![UdpSocket::from_std(first.into())?];
+    for _ in 1..n {
+        group.push(UdpSocket::from_std(socket(at)?.into())?);
+    }
+    Ok(group)
+}
+
 /// A datagram as the loop gets it: its sender, its bytes and when the kernel received it.
 #[derive(Debug, Clone)]
 pub struct Received {
