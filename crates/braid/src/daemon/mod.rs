@@ -2,8 +2,9 @@
 //!
 //! A thin tokio driver around braid-proto's sans-IO [`Session`](braid_proto::Session), in the
 //! manner of quinn's `connection.rs` over quinn-proto: reader tasks turn the TUN device, the UDP
-//! sockets, the control socket, signals and interface changes into [`Input`]s on one channel; one
-//! loop owns the session(s), feeds them the inputs and the clock, and writes out what they poll.
+//! sockets, the control socket, signals and interface changes into [`Input`]s on one channel; a
+//! loop owns the session(s), feeds them the inputs and the clock, and writes out what they poll
+//! (the client's one loop; the server's workers, [`worker`], each with its share of the sessions).
 
 pub mod client;
 pub use braid_config::config;
