@@ -131,7 +131,8 @@ async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
         .map(Arc::new)
         .collect();
     let clock = Clock::new();
-    let tun = tun::open(&cfg.tun, mtu)?;
+    // A queue of the TUN device per worker: each reads and writes its own.
+    let tuns = tun::open_queues(&cfg.tun, mtu, n)?;
     let peers = PeerTable::new(cfg.peer.clone());
     let shared = Arc::new(Shared {
         peers: ArcSwap::from_pointee(peers.clone()),
@@ -145,7 +146,7 @@ async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
         queues.push(wtx);
         inboxes.push(wrx);
     }
-    for (i, (sock, inbox)) in socks.iter().zip(inboxes).enumerate() {
+    for (i, ((sock, inbox), tun)) in socks.iter().zip(inboxes).zip(&tuns).enumerate() {
         let receiver = uplink::BatchReceiver::new(sock).context("listen: setting up batched receive")?;
         let worker = Worker::new(i, shared.clone(), clock, sock.clone(), tun.clone(), mtu, gone_tx.clone())
             .context("listen: setting up batched send")?;
@@ -160,11 +161,13 @@ async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
         );
         tokio::spawn(worker.run(inbox));
     }
-    let routing = shared.clone();
-    tun::spawn_routed(tun.clone(), mtu, queues.clone(), move |packet| {
-        let (w, peer) = super::worker::route_tun(&routing, &packet, n)?;
-        Some((w, Work::Tun { peer, packet }))
-    });
+    for tun in &tuns {
+        let routing = shared.clone();
+        tun::spawn_routed(tun.clone(), mtu, queues.clone(), move |packet| {
+            let (w, peer) = super::worker::route_tun(&routing, &packet, n)?;
+            Some((w, Work::Tun { peer, packet }))
+        });
+    }
     let _control = control::spawn(&cfg.control_path(), tx.clone())?;
     if let Some(addr) = cfg.metrics {
         metrics::spawn(addr, tx.clone()).await?;
@@ -386,27 +389,11 @@ impl Server {
         }
     }
 
-    /// A random session id not in use (never 0: a client asks for 0 when it wants a new one),
-    /// in this server's part of the id space (`server_id` in the high bits, so that a load
-    /// balancer can route by it) and on the vehicle's worker (`id % workers`). `max_sessions` is
-    /// at most half the server's part, so a random draw is free at least half the time when the
-    /// vehicles spread evenly over the workers; `None` only when the worker's share is full.
+    /// A session id for a new session of the vehicle at `peer` ([`fresh_id`]).
     fn fresh_id(&self, peer: usize) -> Option<u32> {
         let (prefix, mask) = self.cfg.session_ids();
         let n = self.workers.len();
-        let worker = worker_of_peer(peer, n);
-        let free = |id: u32| id != 0 && worker_of(id, n) == worker && !self.sessions.contains_key(&id);
-        for _ in 0..64 * n {
-            let mut b = [0u8; 4];
-            // Without OS randomness ids are still unique (checked below), only guessable, and a
-            // guessed id gains nothing without the session's keys.
-            let _ = getrandom::fill(&mut b);
-            let id = prefix | (u32::from_le_bytes(b) & mask);
-            if free(id) {
-                return Some(id);
-            }
-        }
-        (0..=mask).map(|low| prefix | low).find(|id| free(*id))
+        fresh_id(prefix, mask, n, worker_of_peer(peer, n), |id| self.sessions.contains_key(&id))
     }
 
     fn new_session(&self, id: u32, peer: &str, now: braid_proto::Instant) -> Session {
@@ -672,6 +659,27 @@ impl Server {
     }
 }
 
+/// A random session id not `taken` (never 0: a client asks for 0 when it wants a new one), in
+/// the server's part of the id space (`prefix | low`, `low` within `mask`: `server_id` in the
+/// high bits, so that a load balancer can route by it) and on `worker` of `workers` (`id %
+/// workers`). `max_sessions` is at most half the server's part, so a random draw is free at least
+/// half the time when the vehicles spread evenly over the workers; `None` only when the worker's
+/// share is full.
+fn fresh_id(prefix: u32, mask: u32, workers: usize, worker: usize, taken: impl Fn(u32) -> bool) -> Option<u32> {
+    let free = |id: u32| id != 0 && worker_of(id, workers) == worker && !taken(id);
+    for _ in 0..64 * workers {
+        let mut b = [0u8; 4];
+        // Without OS randomness ids are still unique (checked below), only guessable, and a
+        // guessed id gains nothing without the session's keys.
+        let _ = getrandom::fill(&mut b);
+        let id = prefix | (u32::from_le_bytes(b) & mask);
+        if free(id) {
+            return Some(id);
+        }
+    }
+    (0..=mask).map(|low| prefix | low).find(|id| free(*id))
+}
+
 /// The server's metering of its sends on a vehicle's uplinks (`[[peer.uplink]]`, by position).
 fn meter(session: &mut Session, entry: &PeerEntry) {
     for (i, u) in entry.uplink.iter().enumerate() {
@@ -683,6 +691,28 @@ fn meter(session: &mut Session, entry: &PeerEntry) {
 mod tests {
     use super::*;
     use braid_proto::Instant;
+
+    #[test]
+    fn fresh_ids_land_on_the_vehicles_worker_in_the_servers_part() {
+        // server_id 3 of 4 bits: ids 0x3000..=0x3fff.
+        let (prefix, mask) = (0x3000, 0x0fff);
+        for workers in 1..=3 {
+            for worker in 0..workers {
+                let mut taken = HashSet::new();
+                for _ in 0..200 {
+                    let id = fresh_id(prefix, mask, workers, worker, |id| taken.contains(&id)).expect("a free id");
+                    assert_eq!(id & !mask, prefix, "{id:#x}");
+                    assert_eq!(worker_of(id, workers), worker, "{id:#x}");
+                    assert!(id != 0 && taken.insert(id), "{id:#x} handed out twice");
+                }
+            }
+        }
+        // A worker's share full: none, rather than an id of another worker or a reused one.
+        let (prefix, mask) = (0, 0x0f);
+        let taken: HashSet<u32> = (0..=mask).filter(|id| worker_of(*id, 2) == 1).collect();
+        assert_eq!(fresh_id(prefix, mask, 2, 1, |id| taken.contains(&id)), None);
+        assert!(fresh_id(prefix, mask, 2, 0, |id| taken.contains(&id)).is_some_and(|id| id % 2 == 0 && id != 0));
+    }
 
     #[test]
     fn a_client_whose_clock_went_back_is_not_locked_out() {

@@ -10,7 +10,9 @@
 //! the index). The workers' sockets share the listening address (`SO_REUSEPORT`); the kernel
 //! spreads datagrams over them by address and port, and a reader hands each datagram to its
 //! session's worker over that worker's queue, so a datagram read on another worker's socket costs
-//! one queue hop and nothing is shared on the data path but the read-mostly vehicle table.
+//! one queue hop and nothing is shared on the data path but the read-mostly vehicle table. The TUN
+//! device has a queue per worker too (`IFF_MULTI_QUEUE`): a worker writes its passenger packets to
+//! its own, and each queue's reader hands what it reads to the destination's worker.
 
 use super::client::{deliver, sleep_until};
 use super::peers::PeerTable;
