@@ -15,8 +15,8 @@
 #   BASELINE_FLEET=/path/to/older/fleet ...   # and the baseline's vehicles run that emulator (the
 #                                             # engine's idle traffic is both ends' doing)
 #   WORKERS="1 2" scripts/bench-fleet.sh ...  # each round runs this build's server once per value
-#                                             # of `workers` (default: the server's default, one per
-#                                             # core); a baseline runs without the setting
+#                                             # of `workers` (default: the server's default, 1); a
+#                                             # baseline runs without the setting
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-1000}

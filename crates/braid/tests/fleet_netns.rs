@@ -236,7 +236,8 @@ fn ipv6_outer_and_tunnel_two_vehicles_per_vehicle_control() {
         "[::]:7700",
         "name = \"braid0\", address = [\"10.77.0.1/24\", \"fd77::1/64\"]",
         &[("bus-17", &k17, r#"["10.77.0.2/32", "fd77::2/128"]"#), ("bus-18", &k18, r#"["fd77::18/128"]"#)],
-        "metrics = \"[::1]:9478\"\n",
+        // Two workers: bus-17 and bus-18 on different ones, status, set and metrics across them.
+        "metrics = \"[::1]:9478\"\nworkers = 2\n",
     );
     let server = "server = \"[fd00::1]:7700\"";
     client_config(
@@ -511,7 +512,15 @@ fn vehicles_added_and_removed_live_without_touching_the_others() {
     let allowed = |k: usize| format!("[\"10.77.0.{}/32\"]", k + 1);
     let (a1, a2, a3) = (allowed(1), allowed(2), allowed(3));
     let server_file = |peers: &[(&str, &str, &str)]| {
-        server_config(&dir, "server", "0.0.0.0:7700", "name = \"braid0\", address = \"10.77.0.1/24\"", peers, "")
+        // Two workers: vehicles added and removed on both.
+        server_config(
+            &dir,
+            "server",
+            "0.0.0.0:7700",
+            "name = \"braid0\", address = \"10.77.0.1/24\"",
+            peers,
+            "workers = 2\n",
+        )
     };
     server_file(&[("bus-1", &keys[0], &a1), ("bus-2", &keys[1], &a2)]);
     for k in 1..=3 {
