@@ -605,9 +605,9 @@ fn vehicles_added_and_removed_live_without_touching_the_others() {
 /// Two vehicles, two uplinks each, on a server with `workers = 2`: their sessions run on
 /// different workers (a vehicle's worker is its `[[peer]]` index modulo the workers, and its
 /// session ids are that worker modulo the workers), both carry traffic at once in both
-/// directions, and a session stays on its worker; the vehicle's next session too. With four
-/// uplinks over the two listening sockets (the kernel spreads them by address and port), some
-/// datagrams are most likely read on the other worker's socket and handed over.
+/// directions, and a session stays on its worker; the vehicle's next session too. Four uplinks
+/// over the two listening sockets: the kernel hands each datagram to its session's worker's
+/// socket, so none is read by the other worker.
 #[test]
 fn sessions_spread_over_workers_and_never_move() {
     let Some(mut tb) = Testbed::new("workers", &["van1", "van2", "lan"]) else { return };
@@ -694,6 +694,9 @@ fn sessions_spread_over_workers_and_never_move() {
         assert!(s["tun_in"].as_u64().unwrap_or(0) >= 200, "{s}");
     }
     assert_eq!(placement(&tb), before, "a session moved");
+    // The kernel steers every datagram to its session's worker's socket (a BPF program on the
+    // SO_REUSEPORT group, by the session id): none was read by the other worker.
+    assert_eq!(st["handed_over"], 0, "datagrams read on another worker's socket: {}", st["handed_over"]);
 
     // bus-1 joins again (restart): a new session, on the same worker.
     let i1 = tb.children.iter().position(|(l, _)| l == "bus1.log").expect("bus-1");

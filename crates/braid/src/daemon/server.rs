@@ -101,8 +101,6 @@ struct Server {
     /// The handshakes' counts (the workers keep the sessions').
     counters: Counters,
     responder: Responder,
-    /// Handshake datagrams the readers dropped because their queue was full.
-    hs_dropped: Arc<AtomicU64>,
     /// Per-vehicle settings (`braid set --peer`), by `[[peer]]` name.
     overrides: HashMap<String, Override>,
 }
@@ -124,7 +122,6 @@ async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
     let (tx, rx) = mpsc::channel(64);
     let (hs_tx, hs_rx) = mpsc::channel(HANDSHAKE_QUEUE);
     let (gone_tx, gone_rx) = mpsc::unbounded_channel();
-    let hs_dropped = Arc::new(AtomicU64::new(0));
     let socks: Vec<Arc<UdpSocket>> = uplink::listen_group(cfg.listen, n)
         .with_context(|| format!("listen: cannot bind {}", cfg.listen))?
         .into_iter()
@@ -138,6 +135,8 @@ async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
         peers: ArcSwap::from_pointee(peers.clone()),
         idle_s: AtomicU64::new(cfg.session_idle_s),
         unroutable: AtomicU64::new(0),
+        handed_over: AtomicU64::new(0),
+        hs_dropped: AtomicU64::new(0),
     });
     let mut queues = Vec::with_capacity(n);
     let mut inboxes = Vec::with_capacity(n);
@@ -150,15 +149,7 @@ async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
         let receiver = uplink::BatchReceiver::new(sock).context("listen: setting up batched receive")?;
         let worker = Worker::new(i, shared.clone(), clock, sock.clone(), tun.clone(), mtu, gone_tx.clone())
             .context("listen: setting up batched send")?;
-        super::worker::spawn_reader(
-            i,
-            sock.clone(),
-            receiver,
-            clock,
-            queues.clone(),
-            hs_tx.clone(),
-            hs_dropped.clone(),
-        );
+        super::worker::spawn_reader(i, sock.clone(), receiver, clock, queues.clone(), hs_tx.clone(), shared.clone());
         tokio::spawn(worker.run(inbox));
     }
     for tun in &tuns {
@@ -188,7 +179,6 @@ async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
         sock: socks[0].clone(),
         counters: Counters::default(),
         responder,
-        hs_dropped,
         overrides: HashMap::new(),
     };
     server.run(rx, hs_rx, gone_rx).await;
@@ -494,7 +484,7 @@ impl Server {
         }
         sessions.sort_by_key(|s| s.id);
         c.unroutable += self.shared.unroutable.load(Ordering::Relaxed);
-        c.rejected.rate_limited += self.hs_dropped.load(Ordering::Relaxed);
+        c.rejected.rate_limited += self.shared.hs_dropped.load(Ordering::Relaxed);
         DaemonStatus {
             role: "server".into(),
             uptime_s: self.clock.now().as_secs_f64(),
@@ -511,6 +501,7 @@ impl Server {
                 not_ip: c.passenger.not_ip,
             },
             send_errors: c.send_errors,
+            handed_over: self.shared.handed_over.load(Ordering::Relaxed),
             sessions,
         }
     }

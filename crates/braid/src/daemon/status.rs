@@ -35,6 +35,10 @@ pub struct DaemonStatus {
     pub cookie_replies: u64,
     /// Unknown-session hints sent (server) or received (client).
     pub unknown_session_hints: u64,
+    /// Datagrams read on one server worker's socket and handed to their session's worker: 0
+    /// while the kernel steers each datagram to its session's socket (server).
+    #[serde(default)]
+    pub handed_over: u64,
     /// The sessions.
     pub sessions: Vec<SessionStatus>,
 }

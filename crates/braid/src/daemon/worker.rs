@@ -7,10 +7,11 @@
 //! (`index % workers`) and hands it session ids that land there, so every session of a vehicle
 //! (a rejoin, a rekey) stays on the same worker, and the TUN side finds the worker from a
 //! passenger's destination address without asking anyone (its vehicle, by `allowed_ips`, then
-//! the index). The workers' sockets share the listening address (`SO_REUSEPORT`); the kernel
-//! spreads datagrams over them by address and port, and a reader hands each datagram to its
-//! session's worker over that worker's queue, so a datagram read on another worker's socket costs
-//! one queue hop and nothing is shared on the data path but the read-mostly vehicle table. The TUN
+//! the index). The workers' sockets share the listening address (`SO_REUSEPORT`), and a BPF
+//! program on the group has the kernel deliver each datagram to its session's worker's socket
+//! ([`super::uplink::listen_group`]); a reader hands any datagram of another worker's session
+//! (should the kernel have refused the program) to that worker over its queue. Nothing is shared
+//! on the data path but the read-mostly vehicle table. The TUN
 //! device has a queue per worker too (`IFF_MULTI_QUEUE`): a worker writes its passenger packets to
 //! its own, and each queue's reader hands what it reads to the destination's worker.
 
@@ -58,6 +59,10 @@ pub(super) struct Shared {
     pub idle_s: AtomicU64,
     /// Passenger packets from the TUN device whose destination is no vehicle's.
     pub unroutable: AtomicU64,
+    /// Datagrams read on one worker's socket and handed to their session's worker.
+    pub handed_over: AtomicU64,
+    /// Handshake datagrams the readers dropped because the coordinator's queue was full.
+    pub hs_dropped: AtomicU64,
 }
 
 /// Something for a worker to do.
@@ -600,7 +605,7 @@ pub(super) fn spawn_reader(
     clock: Clock,
     workers: Vec<mpsc::Sender<Work>>,
     hs_tx: mpsc::Sender<super::Input>,
-    hs_dropped: Arc<AtomicU64>,
+    shared: Arc<Shared>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut batch = Vec::with_capacity(quinn_udp::BATCH_SIZE);
@@ -612,11 +617,14 @@ pub(super) fn spawn_reader(
                         if header.is_some_and(|h| h.ptype == PacketType::Handshake) {
                             let input = super::Input::Datagram { uplink: 0, from, data, at };
                             if hs_tx.try_send(input).is_err() {
-                                hs_dropped.fetch_add(1, Ordering::Relaxed);
+                                shared.hs_dropped.fetch_add(1, Ordering::Relaxed);
                             }
                             continue;
                         }
                         let owner = header.map_or(index, |h| worker_of(h.session, workers.len()));
+                        if owner != index {
+                            shared.handed_over.fetch_add(1, Ordering::Relaxed);
+                        }
                         if workers[owner].send(Work::Datagram { from, data, at }).await.is_err() {
                             return;
                         }
