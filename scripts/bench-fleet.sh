@@ -14,6 +14,9 @@
 #   BASELINE=/path/to/older/braid scripts/bench-fleet.sh 1000   # the same rounds with that server too
 #   BASELINE_FLEET=/path/to/older/fleet ...   # and the baseline's vehicles run that emulator (the
 #                                             # engine's idle traffic is both ends' doing)
+#   WORKERS="1 2" scripts/bench-fleet.sh ...  # each round runs this build's server once per value
+#                                             # of `workers` (default: the server's default, 1); a
+#                                             # baseline runs without the setting
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-1000}
@@ -23,6 +26,7 @@ SECS=${4:-5}
 ROUNDS=${5:-1}
 BASELINE=${BASELINE:-}
 BASELINE_FLEET=${BASELINE_FLEET:-}
+WORKERS=${WORKERS:-}
 [ "$(id -u)" = 0 ] || { echo "bench-fleet: needs root (namespace, TUN)" >&2; exit 1; }
 [ -z "$BASELINE" ] || [ -x "$BASELINE" ] || { echo "bench-fleet: BASELINE $BASELINE is not an executable" >&2; exit 1; }
 [ -z "$BASELINE_FLEET" ] || [ -x "$BASELINE_FLEET" ] || { echo "bench-fleet: BASELINE_FLEET $BASELINE_FLEET is not an executable" >&2; exit 1; }
@@ -54,9 +58,10 @@ PUB=$("$BIN" pubkey < "$TMP/server.key")
 # The server's file; with ALLOWED=1 every [[peer]] lists its tunnel address (allowed_ips), which
 # servers that route by configured addresses need.
 write_config() {
-  local allowed=$1
+  local allowed=$1 workers=${2:-}
   {
     echo "listen = \"127.0.0.1:7700\""
+    [ -z "$workers" ] || echo "workers = $workers"
     echo "private_key = \"$TMP/server.key\""
     echo "tun = { name = \"braidf0\", address = \"10.77.0.1/16\" }"
     echo "control = \"$TMP/server.sock\""
@@ -106,12 +111,21 @@ fi
 stop_server
 
 echo "bench-fleet: $N vehicles, $LOAD of them offering $MBIT Mbit/s for $SECS s, $ROUNDS round(s); $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+ALLOWED=1
+grep -q "^allowed_ips" "$TMP/server.toml" || ALLOWED=0
+# Each run: a binary and its `workers` value ("-": not set).
+RUNS=()
+for w in ${WORKERS:--}; do RUNS+=("$BIN:$w"); done
+[ -z "$BASELINE" ] || RUNS+=("$BASELINE:-")
 for r in $(seq "$ROUNDS"); do
-  for bin in "$BIN" ${BASELINE:+"$BASELINE"}; do
+  for run in "${RUNS[@]}"; do
+    bin=${run%:*} w=${run##*:}
+    [ "$w" != - ] || w=""
     label=braid; [ "$bin" = "$BIN" ] || label=baseline
     fleet=$FLEET; [ "$label" = braid ] || fleet=${BASELINE_FLEET:-$FLEET}
+    write_config "$ALLOWED" "$w"
     start_server "$bin" || { cat "$TMP/server.log" >&2; exit 1; }
-    echo "--- r$r $label ($bin, $fleet)"
+    echo "--- r$r $label${w:+ workers=$w} ($bin, $fleet); load average $(cut -d' ' -f1-3 /proc/loadavg)"
     ip netns exec "$NS" "$fleet" run 127.0.0.1:7700 "$PUB" "$N" "$SERVER_PID" "$TMP/server.sock" "$LOAD" "$MBIT" "$SECS" \
       || { echo "bench-fleet: the emulator failed; server log:" >&2; tail -20 "$TMP/server.log" >&2; }
     stop_server

@@ -103,7 +103,7 @@ impl TryFrom<Vec<Prefix>> for AllowedIps {
 
 /// Longest-prefix match from passenger address to peer index, one hash map per prefix length in
 /// use, longest first: a lookup costs one probe per distinct length, whatever the fleet's size.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct RouteTable {
     v4: Vec<(u8, HashMap<u32, usize>)>,
     v6: Vec<(u8, HashMap<u128, usize>)>,

@@ -7,6 +7,8 @@
 //! - vehicles added and removed while the server runs (SIGHUP after editing its file, and
 //!   `braid peer add|remove`) while another vehicle's iperf3 flow runs: the flow does not stall
 //!   for more than 100 ms, the added vehicle is reachable, the removed one is gone;
+//! - two vehicles on a server with two workers, each vehicle's session on its own worker: both
+//!   carry traffic at once, both ways, and neither session moves (nor does a vehicle's next one);
 //! - a vehicle whose server's name does not resolve at start (it waits and retries), that moves
 //!   to the next server of its list when the first is killed, and back to the first, looked up
 //!   again under a new address, when the second is killed.
@@ -234,7 +236,8 @@ fn ipv6_outer_and_tunnel_two_vehicles_per_vehicle_control() {
         "[::]:7700",
         "name = \"braid0\", address = [\"10.77.0.1/24\", \"fd77::1/64\"]",
         &[("bus-17", &k17, r#"["10.77.0.2/32", "fd77::2/128"]"#), ("bus-18", &k18, r#"["fd77::18/128"]"#)],
-        "metrics = \"[::1]:9478\"\n",
+        // Two workers: bus-17 and bus-18 on different ones, status, set and metrics across them.
+        "metrics = \"[::1]:9478\"\nworkers = 2\n",
     );
     let server = "server = \"[fd00::1]:7700\"";
     client_config(
@@ -509,7 +512,15 @@ fn vehicles_added_and_removed_live_without_touching_the_others() {
     let allowed = |k: usize| format!("[\"10.77.0.{}/32\"]", k + 1);
     let (a1, a2, a3) = (allowed(1), allowed(2), allowed(3));
     let server_file = |peers: &[(&str, &str, &str)]| {
-        server_config(&dir, "server", "0.0.0.0:7700", "name = \"braid0\", address = \"10.77.0.1/24\"", peers, "")
+        // Two workers: vehicles added and removed on both.
+        server_config(
+            &dir,
+            "server",
+            "0.0.0.0:7700",
+            "name = \"braid0\", address = \"10.77.0.1/24\"",
+            peers,
+            "workers = 2\n",
+        )
     };
     server_file(&[("bus-1", &keys[0], &a1), ("bus-2", &keys[1], &a2)]);
     for k in 1..=3 {
@@ -589,4 +600,115 @@ fn vehicles_added_and_removed_live_without_touching_the_others() {
     assert_eq!(session_of(&tb, "bus-2"), Some(bus2), "bus-2 still on its first session");
     let e = tb.ctl("bus2", &["peer", "remove", "bus-1"]).unwrap_err();
     assert!(e.contains("client"), "{e}");
+}
+
+/// Two vehicles, two uplinks each, on a server with `workers = 2`: their sessions run on
+/// different workers (a vehicle's worker is its `[[peer]]` index modulo the workers, and its
+/// session ids are that worker modulo the workers), both carry traffic at once in both
+/// directions, and a session stays on its worker; the vehicle's next session too. Four uplinks
+/// over the two listening sockets: the kernel hands each datagram to its session's worker's
+/// socket, so none is read by the other worker.
+#[test]
+fn sessions_spread_over_workers_and_never_move() {
+    let Some(mut tb) = Testbed::new("workers", &["van1", "van2", "lan"]) else { return };
+    let lan = tb.ns("lan");
+    tb.sh("lan", "ip addr add 10.0.0.1/32 dev lo");
+    for k in 1..=2 {
+        let van = tb.ns(&format!("van{k}"));
+        for (j, x) in ["a", "b"].iter().enumerate() {
+            let (v, l) = (format!("v{k}{x}"), format!("l{k}{x}"));
+            let net = format!("10.{}.{k}", j + 1);
+            run(&["ip", "link", "add", &v, "netns", &van, "type", "veth", "peer", &l, "netns", &lan]).expect("veth");
+            tb.sh(&format!("van{k}"), &format!("ip addr add {net}.2/24 dev {v} && ip link set {v} up"));
+            tb.sh("lan", &format!("ip addr add {net}.1/24 dev {l} && ip link set {l} up"));
+            tb.sh(&format!("van{k}"), &format!("ip route add 10.0.0.1 via {net}.1 dev {v} metric {}", 10 * (j + 1)));
+        }
+    }
+    let dir = tb.dir.clone();
+    let server_pub = genkey(&dir, "server");
+    let keys: Vec<String> = (1..=2).map(|k| genkey(&dir, &format!("bus{k}"))).collect();
+    let (a1, a2) = ("[\"10.77.0.2/32\"]", "[\"10.77.0.3/32\"]");
+    server_config(
+        &dir,
+        "server",
+        "0.0.0.0:7700",
+        "name = \"braid0\", address = \"10.77.0.1/24\"",
+        &[("bus-1", &keys[0], a1), ("bus-2", &keys[1], a2)],
+        "workers = 2\n",
+    );
+    for k in 1..=2 {
+        let tun = format!("name = \"braid0\", address = \"10.77.0.{}/24\"", k + 1);
+        let ups = [format!("v{k}a"), format!("v{k}b")];
+        client_config(&dir, &format!("bus{k}"), "server = \"10.0.0.1:7700\"", &server_pub, &tun, &[&ups[0], &ups[1]]);
+    }
+    tb.daemon("lan", "server", "server");
+    tb.daemon("van1", "client", "bus1");
+    tb.daemon("van2", "client", "bus2");
+    for k in ["bus1", "bus2"] {
+        wait_for(&format!("{k}'s uplinks active"), Duration::from_secs(15), || all_active(&tb.status(k, &[]), 2));
+    }
+    // Each vehicle's (session id, worker) as the server reports it.
+    let placement = |tb: &Testbed| -> Vec<(String, u64, u64)> {
+        let mut v: Vec<(String, u64, u64)> = sessions(&tb.status("server", &[]))
+            .iter()
+            .map(|s| {
+                let id = s["id"].as_u64().expect("id");
+                let worker = s["worker"].as_u64().unwrap_or_else(|| panic!("no worker in {s}"));
+                assert_eq!(id % 2, worker, "session {id:#06x} off its worker: {s}");
+                (s["peer"].as_str().unwrap_or_default().to_string(), id, worker)
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let before = placement(&tb);
+    assert_eq!(before.len(), 2, "{before:?}");
+    assert_ne!(before[0].2, before[1].2, "the two vehicles share a worker: {before:?}");
+
+    // Both at once, both ways: each vehicle pings the server's tunnel address while the server
+    // side pings the vehicle.
+    let mut pings = Vec::new();
+    for k in 1..=2 {
+        let (to, from) = (format!("van{k}"), format!("10.77.0.{}", k + 1));
+        pings.push(tb.spawn(&to, &["ping", "-c", "100", "-i", "0.01", "-W", "2", "10.77.0.1"], &format!("up{k}.out")));
+        pings.push(tb.spawn("lan", &["ping", "-c", "100", "-i", "0.01", "-W", "2", &from], &format!("down{k}.out")));
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for &i in &pings {
+        while tb.children[i].1.try_wait().expect("wait").is_none() {
+            assert!(Instant::now() < deadline, "the pings did not finish");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    for k in 1..=2 {
+        for dir_name in ["up", "down"] {
+            let out = std::fs::read_to_string(dir.join(format!("{dir_name}{k}.out"))).unwrap_or_default();
+            println!("bus-{k} {dir_name}: {}", out.lines().rev().nth(1).unwrap_or(""));
+            assert!(out.contains("100 received"), "bus-{k} {dir_name}: {out}");
+        }
+    }
+    let st = tb.status("server", &[]);
+    for s in sessions(&st) {
+        // 200 echo requests in or replies out each way, through the worker's session.
+        assert!(s["delivered"].as_u64().unwrap_or(0) >= 200, "{s}");
+        assert!(s["tun_in"].as_u64().unwrap_or(0) >= 200, "{s}");
+    }
+    assert_eq!(placement(&tb), before, "a session moved");
+    // The kernel steers every datagram to its session's worker's socket (a BPF program on the
+    // SO_REUSEPORT group, by the session id): none was read by the other worker.
+    assert_eq!(st["handed_over"], 0, "datagrams read on another worker's socket: {}", st["handed_over"]);
+
+    // bus-1 joins again (restart): a new session, on the same worker.
+    let i1 = tb.children.iter().position(|(l, _)| l == "bus1.log").expect("bus-1");
+    tb.stop(i1);
+    tb.daemon("van1", "client", "bus1");
+    wait_for("bus-1's new session", Duration::from_secs(15), || {
+        let now = placement(&tb);
+        now.len() == 2 && now[0].1 != before[0].1
+    });
+    let after = placement(&tb);
+    assert_eq!(after[0].2, before[0].2, "bus-1's next session on another worker: {after:?}");
+    assert_eq!(after[1], before[1], "bus-2 touched: {after:?}");
+    let ping = tb.sh("lan", "ping -c 3 -i 0.2 -W 2 10.77.0.2");
+    assert!(ping.contains(" 0% packet loss"), "bus-1 after its rejoin: {ping}");
 }

@@ -2,8 +2,9 @@
 //!
 //! A thin tokio driver around braid-proto's sans-IO [`Session`](braid_proto::Session), in the
 //! manner of quinn's `connection.rs` over quinn-proto: reader tasks turn the TUN device, the UDP
-//! sockets, the control socket, signals and interface changes into [`Input`]s on one channel; one
-//! loop owns the session(s), feeds them the inputs and the clock, and writes out what they poll.
+//! sockets, the control socket, signals and interface changes into [`Input`]s on one channel; a
+//! loop owns the session(s), feeds them the inputs and the clock, and writes out what they poll
+//! (the client's one loop; the server's workers, [`worker`], each with its share of the sessions).
 
 pub mod client;
 pub use braid_config::config;
@@ -21,6 +22,7 @@ pub mod status;
 pub mod tun;
 pub mod uplink;
 mod usage;
+pub mod worker;
 
 use bytes::Bytes;
 use std::net::SocketAddr;
@@ -182,7 +184,12 @@ pub(crate) fn queued_batch(first: Option<Input>, rx: &mut mpsc::Receiver<Input>)
 /// A tokio runtime for a daemon: two worker threads, as the machines it targets have few cores
 /// and the work is one loop plus reader tasks.
 pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()
+    runtime_with(2)
+}
+
+/// A tokio runtime with `threads` worker threads (the server: one per session worker, at least 2).
+pub fn runtime_with(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(threads.max(2)).enable_all().build()
 }
 
 /// Logs a session event naming the uplink (`uplink_name` gives the client's `[[uplink]]` name, on

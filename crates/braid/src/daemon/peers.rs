@@ -13,7 +13,7 @@ use braid_proto::crypto::{PeerConfig, Responder};
 use std::net::IpAddr;
 
 /// The vehicles by index, and the routes to them.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct PeerTable {
     /// Index -> entry; `None` where a vehicle was removed (the index may be taken again).
     entries: Vec<Option<PeerEntry>>,

@@ -35,6 +35,10 @@ pub struct DaemonStatus {
     pub cookie_replies: u64,
     /// Unknown-session hints sent (server) or received (client).
     pub unknown_session_hints: u64,
+    /// Datagrams read on one server worker's socket and handed to their session's worker: 0
+    /// while the kernel steers each datagram to its session's socket (server).
+    #[serde(default)]
+    pub handed_over: u64,
     /// The sessions.
     pub sessions: Vec<SessionStatus>,
 }
@@ -99,6 +103,9 @@ pub struct SessionStatus {
     /// (server).
     #[serde(default)]
     pub source_not_allowed: u64,
+    /// The server's worker that carries this session, for as long as it lives (server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<usize>,
     /// Recovery scheme in force for what this end sends.
     pub recovery: String,
     /// Scheduler in force.
@@ -277,6 +284,7 @@ pub fn session_status(
         cipher: String::new(),
         key_age_s: 0.0,
         source_not_allowed: 0,
+        worker: None,
         recovery: s.config().recovery.to_string(),
         scheduler: s.config().scheduler.to_string(),
         tun_in: st.tun_in,

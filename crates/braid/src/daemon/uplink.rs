@@ -52,6 +52,63 @@ pub fn listen(addr: SocketAddr) -> io::Result<UdpSocket> {
     UdpSocket::from_std(s.into())
 }
 
+/// The server's `n` listening sockets, one per worker, all on `addr` (`SO_REUSEPORT`), with
+/// socket `i` getting the datagrams of the sessions whose id is `i` modulo `n`
+/// ([`steer_by_session`]; without it the kernel spreads them by source address and port). One socket, as
+/// [`listen`] binds it, when `n` is 1. Before it joins the port with `SO_REUSEPORT`, the address
+/// is bound once without it, so a server already running there is an error ("address in use"),
+/// not a silent sharing of its vehicles' datagrams.
+pub fn listen_group(addr: SocketAddr, n: usize) -> io::Result<Vec<UdpSocket>> {
+    if n <= 1 {
+        return Ok(vec![listen(addr)?]);
+    }
+    let socket = |at: SocketAddr| -> io::Result<Socket> {
+        let s = udp_socket(at.is_ipv6())?;
+        s.set_reuse_port(true)?;
+        if at.is_ipv6() {
+            s.set_only_v6(!at.ip().is_unspecified())?;
+        }
+        s.bind(&at.into())?;
+        Ok(s)
+    };
+    if addr.port() != 0 {
+        let probe = udp_socket(addr.is_ipv6())?;
+        if addr.is_ipv6() {
+            probe.set_only_v6(!addr.ip().is_unspecified())?;
+        }
+        probe.bind(&addr.into())?;
+    }
+    let first = socket(addr)?;
+    // With port 0 the kernel picked one: the others join that one.
+    let at = first.local_addr()?.as_socket().unwrap_or(addr);
+    let mut group = vec![UdpSocket::from_std(first.into())?];
+    for _ in 1..n {
+        group.push(UdpSocket::from_std(socket(at)?.into())?);
+    }
+    if let Err(e) = steer_by_session(&group[0], n) {
+        // Still correct without it: a reader hands a datagram to its session's worker.
+        tracing::warn!(error = %e, "cannot steer datagrams to their session's socket; they are handed over instead");
+    }
+    Ok(group)
+}
+
+/// Has the kernel deliver each datagram to socket `session id % n` of the group (its index in
+/// the order the sockets were bound), the socket of the session's worker, so no datagram needs
+/// handing over: a classic BPF program on the `SO_REUSEPORT` group
+/// (`SO_ATTACH_REUSEPORT_CBPF`), which sees the UDP payload, whose bytes 1-2 are the clear
+/// header's session id (big-endian). A datagram too short for it goes to socket 0.
+fn steer_by_session(sock: &UdpSocket, n: usize) -> io::Result<()> {
+    use nix::sys::socket::{setsockopt, sockopt::AttachReusePortCbpf};
+    let op = |code: u32, k: u32| libc::sock_filter { code: code as u16, jt: 0, jf: 0, k };
+    let mut program = [
+        op(libc::BPF_LD | libc::BPF_H | libc::BPF_ABS, 1),
+        op(libc::BPF_ALU | libc::BPF_MOD | libc::BPF_K, n as u32),
+        op(libc::BPF_RET | libc::BPF_A, 0),
+    ];
+    let fprog = libc::sock_fprog { len: program.len() as u16, filter: program.as_mut_ptr() };
+    setsockopt(sock, AttachReusePortCbpf, &fprog).map_err(io::Error::from)
+}
+
 /// A datagram as the loop gets it: its sender, its bytes and when the kernel received it.
 #[derive(Debug, Clone)]
 pub struct Received {
