@@ -46,6 +46,12 @@ const DATA_RECENT: Duration = Duration::from_secs(1);
 const PROBE_WANTED_FOR: Duration = Duration::from_millis(300);
 /// Under `auto`, the load counts as bulk once new data has met queues this long without a pause.
 const AUTO_AQM_BULK: Duration = Duration::from_secs(2);
+/// Under `auto`, a bulk load stays bulk through pauses in its queue up to this long (and
+/// [`AUTO_AQM_HOLD_RTTS`] of the uplinks' smallest round trip).
+const AUTO_AQM_HOLD: Duration = Duration::from_secs(1);
+/// [`AUTO_AQM_HOLD`] in round trips: a passenger's loss recovery on a long path leaves the
+/// uplinks' queues empty for a round trip or two.
+const AUTO_AQM_HOLD_RTTS: u32 = 4;
 /// Under `auto`, CoDel runs only on uplinks whose smallest round trip is at least this.
 const AUTO_AQM_MIN_RTT: Duration = Duration::from_millis(50);
 /// Congestion-loss ranges kept at most ([`Session::note_congestion_loss`]).
@@ -296,7 +302,10 @@ pub struct Session {
     /// When new data last met a queue on its link: links are probed for capacity while the load
     /// may need more than their estimates.
     last_loaded: Option<Instant>,
-    /// Since when new data has met queues with no pause longer than [`PROBE_WANTED_FOR`]: the
+    /// When new data last met a queue on its link, kept through pauses (unlike `last_loaded`):
+    /// the end of a bulk spell ([`Session::bulk_hold`]).
+    last_queue_met: Option<Instant>,
+    /// Since when new data has met queues with no pause longer than [`Session::bulk_hold`]: the
     /// load is bulk once this is [`AUTO_AQM_BULK`] old.
     loaded_since: Option<Instant>,
     /// The sequence number the next capacity-probe copy repeats (see `send.rs`).
@@ -370,6 +379,7 @@ impl Session {
             data_wait_until: None,
             codel: Codel::default(),
             last_loaded: None,
+            last_queue_met: None,
             loaded_since: None,
             probe_cursor: 0,
             resends: VecDeque::new(),
@@ -781,7 +791,8 @@ impl Session {
     }
 
     /// Whether CoDel judges new data now: always with `aqm` on; under [`RecoveryKind::Auto`] while
-    /// the load is bulk (new data has met queues for [`AUTO_AQM_BULK`]) on uplinks whose smallest
+    /// the load is bulk (new data has met queues for [`AUTO_AQM_BULK`], with no pause longer than
+    /// [`Session::bulk_hold`]) on uplinks whose smallest
     /// round trip is at least [`AUTO_AQM_MIN_RTT`]. Long paths are where a bulk flow's window
     /// outgrows a modem's buffer and loses a burst at once (FMTCP Table II's 200 ms paths: 12.0
     /// Mbit/s without CoDel, 14.6 with); on short ones the buffers hold the window, and CoDel's
@@ -796,6 +807,18 @@ impl Session {
         }
         let bulk = self.loaded_since.is_some_and(|t| now.saturating_duration_since(t) >= AUTO_AQM_BULK);
         bulk && self.usable_slots().filter_map(|s| s.tx.min_path_rtt()).min().is_some_and(|r| r >= AUTO_AQM_MIN_RTT)
+    }
+
+    /// How long new data may meet no queue before a bulk load counts as gone: [`AUTO_AQM_HOLD`],
+    /// or [`AUTO_AQM_HOLD_RTTS`] of the uplinks' smallest round trip if longer. A bulk flow's
+    /// queue empties for a while after each of its losses (CUBIC's back-off, a round trip of fast
+    /// recovery); ended after [`PROBE_WANTED_FOR`] as probing's spell is, CoDel went off in those
+    /// pauses, came back only 2 s later, and meanwhile the window overflowed the modems' buffers
+    /// in bursts (FMTCP Table II case 1, seed 2: 11.6 Mbit/s against 15.0-15.1 for seeds 1 and
+    /// 3, whose spell never broke after the start).
+    fn bulk_hold(&self) -> Duration {
+        let rtt = self.usable_slots().filter_map(|s| s.tx.min_path_rtt()).min().unwrap_or(Duration::ZERO);
+        AUTO_AQM_HOLD.max(rtt * AUTO_AQM_HOLD_RTTS)
     }
 
     /// Whether a congestion loss on an uplink goes to the passengers' transport at once
@@ -881,9 +904,13 @@ impl Session {
         // than the pause that ends a bulk spell).
         if self.data_wait_until.is_some() {
             self.last_loaded = Some(now);
+            self.last_queue_met = Some(now);
         }
         if self.last_loaded.is_some_and(|t| now.saturating_duration_since(t) > PROBE_WANTED_FOR) {
             self.last_loaded = None;
+        }
+        if self.last_queue_met.is_some_and(|t| now.saturating_duration_since(t) > self.bulk_hold()) {
+            self.last_queue_met = None;
             self.loaded_since = None;
         }
         let wanted = self.probing_wanted();

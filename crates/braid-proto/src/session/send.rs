@@ -511,6 +511,7 @@ impl Session {
             let tx = self.slot_mut(link).map_or(std::time::Duration::ZERO, |s| s.tx.tx_time(size + OUTER_OVERHEAD));
             if queued > PROBE_LOAD_QUEUE.max(tx * 4) {
                 self.last_loaded = Some(now);
+                self.last_queue_met = Some(now);
                 self.loaded_since.get_or_insert(now);
             }
             if let Some(st) = self.sent.get_mut(seq) {
