@@ -149,6 +149,8 @@ pub struct TxLink {
     min_rtt: Option<(Duration, Instant)>,
     /// [`Self::min_path_rtt`] and when it was taken.
     min_path_rtt: Option<(Duration, Instant)>,
+    /// [`Self::min_echo_rtt`] and when it was taken.
+    min_echo_rtt: Option<(Duration, Instant)>,
     last_send: Option<Instant>,
     first_unconfirmed: Option<Instant>,
     /// [`Self::last_confirmed_send`].
@@ -170,6 +172,8 @@ pub struct TxLink {
     /// The queue the newest echoed datagram met, µs (the peer's measurement), and when it came.
     echoed_queue_us: i64,
     echoed_at: Option<Instant>,
+    /// [`Self::coding_stall_noted`].
+    coding_stall_noted: bool,
 }
 
 impl TxLink {
@@ -190,6 +194,7 @@ impl TxLink {
             srtt: None,
             min_rtt: None,
             min_path_rtt: None,
+            min_echo_rtt: None,
             last_send: None,
             first_unconfirmed: None,
             last_confirmed_send: None,
@@ -206,6 +211,7 @@ impl TxLink {
             growing: bootstrap_bps <= 0.0,
             echoed_queue_us: 0,
             echoed_at: None,
+            coding_stall_noted: false,
         }
     }
 
@@ -317,11 +323,48 @@ impl TxLink {
         (self.echoed_queue_us >= CODING_MAX_QUEUE.as_micros() as i64).then_some(at + CODING_ECHO_FRESH)
     }
 
-    /// Whether opportunistic coded packets may go on this link at `now` by the peer's measured
-    /// queue ([`Self::coding_closed_until`]); the model's queue must be empty as well
+    /// When this link closes to coded packets, capacity probes included, because what was sent
+    /// on it has gone unconfirmed too long: a round trip, the peer's `report_interval` and
+    /// [`CODING_MAX_QUEUE`] after the oldest unconfirmed send. `None` while nothing is
+    /// unconfirmed. It opens again when a report confirms a later send.
+    ///
+    /// The peer's measurement ([`Self::coding_closed_until`]) only comes with datagrams that got
+    /// through, so it says nothing while a link's rate collapses: on the bus route's LTE trace the
+    /// rate fell to nothing for seconds, the last echo went stale, and coded packets went on at
+    /// the old estimate until the modem's 400 kB buffer held seconds of them, passengers'
+    /// packets dropped behind (one lap of bus-route-flows.toml: 144 MB coded against 20 MB of
+    /// data, 22 MB dropped at the buffer). The silence is the measurement: LEDBAT's reasoning
+    /// (RFC 6817) for scavenger traffic, from the sender's side, as a congestion window bounds
+    /// what a TCP sender puts into a path whose acknowledgements stop.
+    pub fn coding_stalls_at(&self, report_interval: Duration) -> Option<Instant> {
+        let since = self.first_unconfirmed?;
+        let rtt = self.min_echo_rtt().or(self.min_path_rtt()).or(self.srtt).unwrap_or(CODING_ECHO_FRESH);
+        Some(since + rtt + report_interval + CODING_MAX_QUEUE)
+    }
+
+    /// Whether opportunistic coded packets may go on this link at `now`: by the peer's measured
+    /// queue ([`Self::coding_closed_until`]) and by how long sends have gone unconfirmed
+    /// ([`Self::coding_stalls_at`]); the model's queue must be empty as well
     /// ([`Self::queue_is_empty`]).
-    pub fn coding_open(&self, now: Instant) -> bool {
-        self.coding_closed_until().is_none_or(|t| now >= t)
+    pub fn coding_open(&self, now: Instant, report_interval: Duration) -> bool {
+        self.coding_closed_until().is_none_or(|t| now >= t) && !self.coding_stalled(now, report_interval)
+    }
+
+    /// Whether sends have gone unconfirmed past [`Self::coding_stalls_at`] by `now`.
+    pub fn coding_stalled(&self, now: Instant, report_interval: Duration) -> bool {
+        self.coding_stalls_at(report_interval).is_some_and(|t| now >= t)
+    }
+
+    /// Notes at `now` whether the link is [`Self::coding_stalled`], for timers, which have no
+    /// clock: a due timer whose link turned out stalled would otherwise fire again at once.
+    pub fn note_coding_stall(&mut self, now: Instant, report_interval: Duration) {
+        self.coding_stall_noted = self.coding_stalled(now, report_interval);
+    }
+
+    /// Whether [`Self::note_coding_stall`] found the link stalled, and no report has confirmed a
+    /// send since.
+    pub fn coding_stall_noted(&self) -> bool {
+        self.coding_stall_noted
     }
 
     /// When the estimated queue will be (or was) empty: rounded up, so that while
@@ -478,6 +521,7 @@ impl TxLink {
                 _ => None,
             };
             self.unanswered_probes = 0;
+            self.coding_stall_noted = false;
         }
     }
 
@@ -540,6 +584,7 @@ impl TxLink {
     pub fn reset_confirmation(&mut self) {
         self.first_unconfirmed = None;
         self.unanswered_probes = 0;
+        self.coding_stall_noted = false;
     }
 
     /// Last time anything was sent on the link.
@@ -601,6 +646,24 @@ impl TxLink {
         }
     }
 
+    /// Smallest round trip of the last [`MIN_RTT_WINDOW`] from a send on this link to a report
+    /// that echoed it, less the time the report waited at the peer: the path's round trip by the
+    /// reports, which come every report interval while the link carries anything. Probe round
+    /// trips ([`Self::min_path_rtt`]) are few on a busy link, and on the bus route's LTE trace
+    /// every one in 10 s met a queue the model did not know of (700 ms against a path's 80).
+    pub fn min_echo_rtt(&self) -> Option<Duration> {
+        self.min_echo_rtt.map(|(rtt, _)| rtt)
+    }
+
+    /// Takes a report's round trip for the send it echoed into [`Self::min_echo_rtt`].
+    pub fn on_echo_rtt_sample(&mut self, now: Instant, rtt: Duration) {
+        let stale =
+            self.min_echo_rtt.is_none_or(|(min, at)| rtt <= min || now.saturating_duration_since(at) > MIN_RTT_WINDOW);
+        if stale {
+            self.min_echo_rtt = Some((rtt, now));
+        }
+    }
+
     /// Takes a probe RTT sample into the smoothed RTT (RFC 6298 gain 1/8).
     pub fn on_rtt_sample(&mut self, rtt: Duration) {
         // Whole microseconds, like every time in the engine, so timers derived from it fire exactly.
@@ -625,6 +688,9 @@ impl TxLink {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The peer's report interval (the session's default).
+    const REPORT: Duration = Duration::from_millis(100);
 
     fn link() -> TxLink {
         TxLink::new(LinkId(0), None, 1e6, LinkState::Active, Instant::ZERO)
@@ -698,19 +764,39 @@ mod tests {
     fn a_queue_the_peer_measured_closes_the_link_to_coding_until_it_goes_or_grows_stale() {
         let mut l = TxLink::new(LinkId(0), None, 1e6, LinkState::Active, Instant::ZERO);
         let t0 = Instant::from_millis(100);
-        assert!(l.coding_open(t0), "nothing measured yet");
+        assert!(l.coding_open(t0, REPORT), "nothing measured yet");
         l.on_send(t0, 1250);
         l.check_queue(t0 + Duration::from_millis(50), t0.wire_timestamp(), 200_000);
         let t1 = t0 + Duration::from_millis(50);
-        assert!(!l.coding_open(t1), "a 200 ms queue");
+        assert!(!l.coding_open(t1, REPORT), "a 200 ms queue");
         assert_eq!(l.coding_closed_until(), Some(t1 + CODING_ECHO_FRESH));
-        assert!(l.coding_open(t1 + CODING_ECHO_FRESH), "a stale measurement");
+        assert!(l.coding_open(t1 + CODING_ECHO_FRESH, REPORT), "a stale measurement");
         // A fresh echo of a short queue opens it at once.
         let t2 = t1 + Duration::from_millis(10);
         l.on_send(t2, 1250);
         l.check_queue(t2, t2.wire_timestamp(), 5_000);
-        assert!(l.coding_open(t2));
+        assert!(l.coding_open(t2, REPORT));
         assert_eq!(l.coding_closed_until(), None);
+    }
+
+    #[test]
+    fn sends_unconfirmed_past_a_round_trip_a_report_and_a_queue_close_the_link_to_coding() {
+        let mut l = TxLink::new(LinkId(0), None, 4e6, LinkState::Active, Instant::ZERO);
+        l.on_rtt_sample(Duration::from_millis(80));
+        let t0 = Instant::from_millis(1000);
+        assert_eq!(l.coding_stalls_at(REPORT), None, "nothing sent");
+        l.on_send_spare(t0, 1250);
+        let due = t0 + Duration::from_millis(80) + REPORT + CODING_MAX_QUEUE;
+        assert_eq!(l.coding_stalls_at(REPORT), Some(due));
+        assert!(l.coding_open(due.saturating_sub(Duration::from_millis(1)), REPORT));
+        // No report has confirmed it: the link's rate may have collapsed, and its queue no longer
+        // drains at the estimate (no echo comes to say so). No more coded packets into it.
+        assert!(!l.coding_open(due, REPORT));
+        assert!(l.coding_closed_until().is_none(), "the peer measured nothing");
+        // A report that confirms the send opens it again.
+        l.on_confirmed(t0);
+        assert_eq!(l.coding_stalls_at(REPORT), None);
+        assert!(l.coding_open(due, REPORT));
     }
 
     #[test]

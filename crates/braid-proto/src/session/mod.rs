@@ -743,7 +743,11 @@ impl Session {
                 // A link the peer measured a queue on opens to coding again when that
                 // measurement goes stale (or a fresh one arrives with a datagram).
                 let closed = s.tx.coding_closed_until().filter(|_| !s.tx.is_probing());
-                out.push((Timer::Opportunity(s.tx.id), s.tx.queue_drained_at().max(closed.unwrap_or(Instant::ZERO))));
+                // One whose sends have gone unconfirmed too long waits for a report, an input.
+                if !s.tx.coding_stall_noted() {
+                    let at = s.tx.queue_drained_at().max(closed.unwrap_or(Instant::ZERO));
+                    out.push((Timer::Opportunity(s.tx.id), at));
+                }
             }
         }
         out
@@ -773,6 +777,10 @@ impl Session {
             self.loss_news_since = Some(now.saturating_sub(self.cfg.ack_delay));
         }
         self.check_links(now);
+        let report_interval = self.cfg.report_interval;
+        for s in &mut self.links {
+            s.tx.note_coding_stall(now, report_interval);
+        }
         self.advance_probes(now);
         self.update_waiting_for_link(now);
         self.release_congestion_holes(now);

@@ -245,6 +245,8 @@ impl Session {
             let age = now.wire_timestamp().wrapping_sub(r.echo_timestamp);
             if age < 60_000_000 {
                 slot.tx.on_confirmed(now.saturating_sub(Duration::from_micros(u64::from(age))));
+                let rtt = Duration::from_micros(u64::from(age.saturating_sub(r.echo_delay_us)));
+                slot.tx.on_echo_rtt_sample(now, rtt);
             }
         }
         for id in silent {

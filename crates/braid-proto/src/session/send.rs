@@ -148,8 +148,10 @@ impl Session {
             .usable_slots()
             .filter(|s| {
                 // Capacity probes stop on a queue by themselves (`TxLink::check_queue`); other
-                // coded packets also wait for the queue the peer measured to go.
-                let room = s.tx.is_probing() || s.tx.coding_open(now);
+                // coded packets also wait for the queue the peer measured to go. Neither goes
+                // into a link whose sends have gone unconfirmed too long: no echo can stop them.
+                let ri = self.cfg.report_interval;
+                let room = (s.tx.is_probing() && !s.tx.coding_stalled(now, ri)) || s.tx.coding_open(now, ri);
                 (opportunistic || s.tx.is_probing()) && room && s.tx.queue_is_empty(now) && s.meter.allows(max)
             })
             .map(|s| (s.tx.id, s.tx.loss(), s.tx.is_probing()))
