@@ -26,9 +26,9 @@ fn on_paths_400_ms_apart_the_default_keeps_its_aqm_and_its_repairs() {
     // judged the paths short 19 s in: CoDel off, the fast path's overflow losses given up to
     // TCP, a stall, 6.4 Mbit/s over these 30 s and 2.6 % of packets past their hole's give-up;
     // with `aqm = true` 9.6 Mbit/s. Sum of capacity x (1 - loss): 19.89 Mbit/s.
-    // Now about 8.6 Mbit/s with 0.75 % late: since the gate that keeps coded packets off a link
-    // whose sends go unconfirmed, some repairs of the slow path come after their hole's give-up;
-    // the bound still tells that from the failure above.
+    // Now about 8.6 Mbit/s with 0.75 % late (with the gate that keeps coded packets off a link
+    // whose sends go unconfirmed; without it, none late; why is not known yet). The bound still
+    // tells this from the failure above.
     assert!(goodput >= 0.4 * 19_890.0, "default {goodput:.0} kbit/s");
     assert!(r.late_fraction < 0.015, "late {:.4}", r.late_fraction);
 }
