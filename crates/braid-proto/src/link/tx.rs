@@ -609,12 +609,7 @@ impl TxLink {
 
     /// Takes a probe RTT sample at `now` into the windowed minimum.
     pub fn on_min_rtt_sample(&mut self, now: Instant, rtt: Duration) {
-        // A minimum older than the window is replaced, so a path that got longer is followed.
-        let stale =
-            self.min_rtt.is_none_or(|(min, at)| rtt <= min || now.saturating_duration_since(at) > MIN_RTT_WINDOW);
-        if stale {
-            self.min_rtt = Some((rtt, now));
-        }
+        take_windowed_min(&mut self.min_rtt, now, rtt);
     }
 
     /// Smallest probe RTT of the last [`MIN_RTT_WINDOW`] less the queue the queue model had
@@ -638,12 +633,7 @@ impl TxLink {
         if queued > rtt / 2 {
             return;
         }
-        let rtt = rtt.saturating_sub(queued);
-        let stale =
-            self.min_path_rtt.is_none_or(|(min, at)| rtt <= min || now.saturating_duration_since(at) > MIN_RTT_WINDOW);
-        if stale {
-            self.min_path_rtt = Some((rtt, now));
-        }
+        take_windowed_min(&mut self.min_path_rtt, now, rtt.saturating_sub(queued));
     }
 
     /// Smallest round trip of the last [`MIN_RTT_WINDOW`] from a send on this link to a report
@@ -657,11 +647,7 @@ impl TxLink {
 
     /// Takes a report's round trip for the send it echoed into [`Self::min_echo_rtt`].
     pub fn on_echo_rtt_sample(&mut self, now: Instant, rtt: Duration) {
-        let stale =
-            self.min_echo_rtt.is_none_or(|(min, at)| rtt <= min || now.saturating_duration_since(at) > MIN_RTT_WINDOW);
-        if stale {
-            self.min_echo_rtt = Some((rtt, now));
-        }
+        take_windowed_min(&mut self.min_echo_rtt, now, rtt);
     }
 
     /// Takes a probe RTT sample into the smoothed RTT (RFC 6298 gain 1/8).
@@ -682,6 +668,15 @@ impl TxLink {
             self.probe_streak = 0;
             self.reset_confirmation();
         }
+    }
+}
+
+/// Takes `sample`, seen at `now`, into a windowed minimum (value, when taken): a smaller sample
+/// replaces it, and so does any sample once the minimum is older than [`MIN_RTT_WINDOW`], so a
+/// path that got longer is followed.
+fn take_windowed_min(min: &mut Option<(Duration, Instant)>, now: Instant, sample: Duration) {
+    if min.is_none_or(|(m, at)| sample <= m || now.saturating_duration_since(at) > MIN_RTT_WINDOW) {
+        *min = Some((sample, now));
     }
 }
 
