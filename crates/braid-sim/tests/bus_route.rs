@@ -40,7 +40,10 @@ fn on_the_bus_routes_swinging_lte_the_default_codes_without_burying_short_flows(
     // LTE from a trace whose rate swings from tens of Mbit/s to nothing within seconds, behind a
     // modem's 400 kB buffer, and short flows. Coded packets sent at a capacity estimate the
     // trace had left behind filled that buffer, and the passengers' packets waited seconds
-    // behind them: one lap, default 1.41 s mean FCT against arq's 0.49 s.
+    // behind them: one lap, default 1.41 s mean FCT against arq's 0.49 s. With the gates on the
+    // measured queue and on unconfirmed sends, 0.755 s against 0.548 s (seed 1): the buffer
+    // still filled each time the rate collapsed, before any measurement came back. With the
+    // coding gain (`TxLink::coding_gain`), 0.524 s.
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/bus-route-flows.toml");
     let mut sc = match Scenario::from_file(&path) {
         Ok(sc) => sc,
@@ -60,5 +63,5 @@ fn on_the_bus_routes_swinging_lte_the_default_codes_without_burying_short_flows(
     };
     let (arq, default) = (fct("arq"), fct("default"));
     println!("mean FCT: arq {arq:.3} s, default {default:.3} s");
-    assert!(default < 2.0 * arq, "default {default:.3} s against arq's {arq:.3} s");
+    assert!(default < 1.1 * arq, "default {default:.3} s against arq's {arq:.3} s");
 }

@@ -745,7 +745,11 @@ impl Session {
                 let closed = s.tx.coding_closed_until().filter(|_| !s.tx.is_probing());
                 // One whose sends have gone unconfirmed too long waits for a report, an input.
                 if !s.tx.coding_stall_noted() {
-                    let at = s.tx.queue_drained_at().max(closed.unwrap_or(Instant::ZERO));
+                    let paced = Some(s.tx.coding_paced_until()).filter(|_| !s.tx.is_probing());
+                    let at =
+                        s.tx.queue_drained_at()
+                            .max(closed.unwrap_or(Instant::ZERO))
+                            .max(paced.unwrap_or(Instant::ZERO));
                     out.push((Timer::Opportunity(s.tx.id), at));
                 }
             }
