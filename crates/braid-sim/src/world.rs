@@ -752,11 +752,9 @@ impl World<'_> {
         let mut passes: Vec<(usize, f64)> = Vec::new();
         for l in &self.links {
             let Some(pass) = &l.pass else { continue };
-            for (_, steps) in pass.coverages() {
-                let end = steps.end.min(l.down_bytes_per_step.len());
-                let bytes: u64 = l.down_bytes_per_step.get(steps.start.min(end)..end).map_or(0, |b| b.iter().sum());
-                passes.push((steps.start, bytes as f64 / 1e6));
-            }
+            passes.extend(
+                pass.bytes_per_coverage(&l.down_bytes_per_step).into_iter().map(|(at, b)| (at, b as f64 / 1e6)),
+            );
         }
         passes.sort_by_key(|p| p.0);
         passes.into_iter().map(|p| p.1).collect()

@@ -3,7 +3,7 @@
 
 use crate::capture::StallWatch;
 use crate::contender::{self, Service};
-use crate::emulator::{DRIVE_BY_HORIZON, LinkReport};
+use crate::emulator::LinkReport;
 use crate::hosts::HostTcp;
 use crate::topology::Topology;
 use crate::workload;
@@ -249,13 +249,8 @@ fn run_one(
             // The drive-by links' potential up to the test's end, from the emulator's start (the
             // simulator counts its run's whole potential too, time before the first flow included).
             let end = Duration::from_micros(started.as_micros()) + duration;
-            let potential: f64 = scenario
-                .links
-                .iter()
-                .enumerate()
-                .filter_map(|(i, l)| l.for_run(seed, i, DRIVE_BY_HORIZON).pass)
-                .map(|p| p.potential_bytes_between(Duration::ZERO, end))
-                .sum();
+            let potential: f64 =
+                topo.drive_passes().iter().flatten().map(|p| p.potential_bytes_between(Duration::ZERO, end)).sum();
             r.pass_share = (potential > 0.0).then(|| res.goodput_kbps * 1e3 / 8.0 * duration.as_secs_f64() / potential);
         }
         WorkloadSpec::Cbr { direction, rate_kbps, packet_bytes } => {
@@ -308,6 +303,7 @@ fn run_one(
     r.tcp_spurious_timeouts = after.tcp.spurious_timeouts.saturating_sub(before.tcp.spurious_timeouts);
     r.datagrams = links.iter().map(|l| l.up.offered_packets + l.down.offered_packets).sum();
     r.links = link_results(&links, &scenario.links, emulated, &data_sent);
+    r.wifi_pass_mb = wifi_pass_mb(&links);
     for l in &mut r.links {
         if let Some((_, cap, loss)) = estimates.iter().find(|e| e.0 == l.name) {
             l.est_capacity_down_kbps = *cap;
@@ -365,6 +361,19 @@ impl Counters {
             contender::if_counter(&topo.web, "w0", "tx_bytes") + contender::if_counter(&topo.web, "w0", "rx_bytes");
         Counters { web_bytes, tcp: contender::tcp_events(client) + contender::tcp_events(&topo.web) }
     }
+}
+
+/// What each pass of each drive-by link carried down to the vehicle, MB of IP packets, in time
+/// order (the simulator's `wifi_pass_mb`).
+fn wifi_pass_mb(links: &[LinkReport]) -> Vec<f64> {
+    let mut passes: Vec<(usize, f64)> = links
+        .iter()
+        .filter_map(|l| Some((l.pass.as_ref()?, &l.down_bytes_per_step)))
+        .flat_map(|(p, steps)| p.bytes_per_coverage(steps))
+        .map(|(at, b)| (at, b as f64 / 1e6))
+        .collect();
+    passes.sort_by_key(|p| p.0);
+    passes.into_iter().map(|p| p.1).collect()
 }
 
 /// Per-link results; utilisation is over the whole time the links were up (`elapsed`).

@@ -128,6 +128,12 @@ impl Topology {
         })
     }
 
+    /// Each link's realised drive-by pass, in link order (`None` for an ordinary link, and
+    /// after [`Topology::stop`]).
+    pub fn drive_passes(&self) -> Vec<Option<std::sync::Arc<braid_sim::link::driveby::DrivePass>>> {
+        self.emulator.as_ref().map(|e| e.passes().to_vec()).unwrap_or_default()
+    }
+
     /// The emulator's clock (time 0 = when the links started).
     pub fn clock(&self) -> Clock {
         self.clock

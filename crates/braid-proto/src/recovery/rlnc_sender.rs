@@ -105,6 +105,16 @@ impl RlncSender {
         self
     }
 
+    /// Changes how many coded packets per 100 data packets go ahead of any report (as
+    /// [`RlncSender::with_ahead`]), for a sender that adapts it to the loss it meets; at 0 what
+    /// was owed ahead is forgotten.
+    pub fn set_ahead(&mut self, percent: f64) {
+        self.ahead_percent = if percent.is_finite() { percent.clamp(0.0, 100.0) } else { 0.0 };
+        if self.ahead_percent == 0.0 {
+            self.ahead_owed = 0.0;
+        }
+    }
+
     /// A coded packet over all of W.
     fn over_window(&mut self) -> Coverage {
         let seed = self.seed();

@@ -322,6 +322,19 @@ impl DrivePass {
         out
     }
 
+    /// What each of this pass's coverages ([`Self::coverages`]) carried, from `bytes_per_step`
+    /// (bytes delivered over the link in each [`STEP`]): the step each coverage starts at and its
+    /// bytes.
+    pub fn bytes_per_coverage(&self, bytes_per_step: &[u64]) -> Vec<(usize, u64)> {
+        self.coverages()
+            .into_iter()
+            .map(|(_, steps)| {
+                let end = steps.end.min(bytes_per_step.len());
+                (steps.start, bytes_per_step.get(steps.start.min(end)..end).map_or(0, |b| b.iter().sum()))
+            })
+            .collect()
+    }
+
     /// The same integral ignoring association: what the radio alone would allow.
     pub fn radio_potential_bytes(&self) -> f64 {
         self.radio.iter().map(|r| r.tcp_kbps * 1000.0 / 8.0).sum::<f64>() * STEP.as_secs_f64()
@@ -476,6 +489,27 @@ mod tests {
         assert_eq!(s.at(1.0).rate_kbps, Some(0.75 * 1000.0 / GOODPUT_PER_IP_BYTE));
         // Before the vehicle is in range (the first step) the link is gone.
         assert_eq!(spec.outages[0].at, Duration::ZERO);
+    }
+
+    #[test]
+    fn bytes_per_coverage_sums_each_pass_alone() {
+        // Two access points 2 km apart on a 4 km loop driven once: two passes, out of range
+        // between them.
+        let d = DriveBy {
+            vehicle: Vehicle { speed_mps: 20.0, start_m: 3000.0, route_m: Some(4000.0) },
+            aps_m: vec![0.0, 2000.0],
+            ..paper()
+        };
+        let p = d.realise(1, Duration::from_secs(200));
+        let cov = p.coverages();
+        assert_eq!(cov.len(), 2, "{cov:?}");
+        // One byte per step everywhere: each pass carries its own length in steps, nothing of
+        // the gap between them; a series that ends early counts what it has.
+        let ones = vec![1u64; p.radio.len()];
+        let got = p.bytes_per_coverage(&ones);
+        assert_eq!(got, cov.iter().map(|(_, r)| (r.start, r.len() as u64)).collect::<Vec<_>>());
+        let short = p.bytes_per_coverage(&ones[..cov[0].1.end]);
+        assert_eq!(short, vec![(cov[0].1.start, cov[0].1.len() as u64), (cov[1].1.start, 0)]);
     }
 
     #[test]

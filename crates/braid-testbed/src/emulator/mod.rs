@@ -16,6 +16,7 @@
 //! Time 0 of every model is the emulator's epoch, so traces and schedules start with the run.
 
 use braid_proto::Instant;
+use braid_sim::link::driveby::{DrivePass, STEP};
 use braid_sim::link::{Delivery, Enqueue, LinkModel, LinkModelStats};
 use braid_sim::scenario::LinkSpec;
 use std::io::ErrorKind;
@@ -81,6 +82,11 @@ pub struct LinkReport {
     pub down: LinkModelStats,
     /// Packets the writer could not hand to the far side's kernel (should stay 0).
     pub write_errors: u64,
+    /// A drive-by link's realised pass (the simulator's for the same seed and index).
+    pub pass: Option<Arc<DrivePass>>,
+    /// Bytes delivered to the vehicle in each [`STEP`] of the emulator's clock, for a drive-by
+    /// link (what each pass carried, [`DrivePass::bytes_per_coverage`]); empty otherwise.
+    pub down_bytes_per_step: Vec<u64>,
 }
 
 struct Direction {
@@ -92,12 +98,16 @@ struct DirState {
     model: LinkModel<Vec<u8>>,
     stopped: bool,
     write_errors: u64,
+    /// Bytes delivered per [`STEP`], kept only where someone reads them (a drive-by link's
+    /// down direction).
+    bytes_per_step: Option<Vec<u64>>,
 }
 
 /// Running emulated links; stopped (threads joined, devices closed) by [`Emulator::stop`] or on
 /// drop.
 pub struct Emulator {
     names: Vec<String>,
+    passes: Vec<Option<Arc<DrivePass>>>,
     dirs: Vec<(Arc<Direction>, Arc<Direction>)>,
     interrupt: Arc<InterruptEvent>,
     threads: Vec<JoinHandle<()>>,
@@ -108,22 +118,30 @@ impl Emulator {
     /// Starts carrying packets over `links`, with time 0 at `clock`'s epoch.
     pub fn start(links: Vec<EmulatedLink>, clock: Clock) -> anyhow::Result<Emulator> {
         let interrupt = Arc::new(InterruptEvent::new()?);
-        let mut emu = Emulator { names: Vec::new(), dirs: Vec::new(), interrupt, threads: Vec::new(), clock };
+        let mut emu =
+            Emulator { names: Vec::new(), passes: Vec::new(), dirs: Vec::new(), interrupt, threads: Vec::new(), clock };
         for (i, l) in links.into_iter().enumerate() {
             // The same seed derivation as the simulator's world, so a testbed run meets the loss
             // pattern the simulator's run of the same seed met.
             let up_seed = l.seed.wrapping_mul(1_000_003).wrapping_add(2 * i as u64 + 1);
             let down_seed = l.seed.wrapping_mul(1_000_003).wrapping_add(2 * i as u64 + 2);
-            let new_dir = |spec, seed| {
+            // A drive-by link is realised for the same seed and index as in the simulator, once
+            // per run: the run's potential and what each pass carried are read from it.
+            let run = l.spec.for_run(l.seed, i, DRIVE_BY_HORIZON);
+            let per_step = run.pass.is_some();
+            let new_dir = |spec, seed, count: bool| {
                 Arc::new(Direction {
-                    model: Mutex::new(DirState { model: LinkModel::new(spec, seed), stopped: false, write_errors: 0 }),
+                    model: Mutex::new(DirState {
+                        model: LinkModel::new(spec, seed),
+                        stopped: false,
+                        write_errors: 0,
+                        bytes_per_step: count.then(Vec::new),
+                    }),
                     wake: Condvar::new(),
                 })
             };
-            // A drive-by link is realised for the same seed and index as in the simulator.
-            let run = l.spec.for_run(l.seed, i, DRIVE_BY_HORIZON);
-            let up = new_dir(&run.up, up_seed);
-            let down = new_dir(&run.down, down_seed);
+            let up = new_dir(&run.up, up_seed, false);
+            let down = new_dir(&run.down, down_seed, per_step);
             let van = Arc::new(l.van);
             let lan = Arc::new(l.lan);
             van.set_nonblocking(true)?;
@@ -132,6 +150,7 @@ impl Emulator {
             emu.spawn_direction(format!("{name}-up"), van.clone(), lan.clone(), up.clone())?;
             emu.spawn_direction(format!("{name}-down"), lan, van, down.clone())?;
             emu.names.push(name);
+            emu.passes.push(run.pass.map(Arc::new));
             emu.dirs.push((up, down));
         }
         Ok(emu)
@@ -162,16 +181,24 @@ impl Emulator {
         self.names
             .iter()
             .zip(&self.dirs)
-            .map(|(name, (up, down))| {
+            .zip(&self.passes)
+            .map(|((name, (up, down)), pass)| {
                 let (u, d) = (lock(&up.model), lock(&down.model));
                 LinkReport {
                     name: name.clone(),
                     up: u.model.stats().clone(),
                     down: d.model.stats().clone(),
                     write_errors: u.write_errors + d.write_errors,
+                    pass: pass.clone(),
+                    down_bytes_per_step: d.bytes_per_step.clone().unwrap_or_default(),
                 }
             })
             .collect()
+    }
+
+    /// Each link's realised drive-by pass, in link order (`None` for an ordinary link).
+    pub fn passes(&self) -> &[Option<Arc<DrivePass>>] {
+        &self.passes
     }
 
     /// Stops every thread and closes the devices; the final counters.
@@ -249,7 +276,14 @@ fn write_loop(to: &SyncDevice, dir: &Direction, clock: Clock) {
         }
         let now = clock.now();
         while let Some(d) = st.model.poll_deliver(now) {
-            if let Delivery::Delivered { packet, .. } = d {
+            if let Delivery::Delivered { packet, at } = d {
+                if let Some(steps) = &mut st.bytes_per_step {
+                    let step = (at.as_micros() / STEP.as_micros() as u64) as usize;
+                    if steps.len() <= step {
+                        steps.resize(step + 1, 0);
+                    }
+                    steps[step] += packet.len() as u64;
+                }
                 due.push(packet);
             }
         }
