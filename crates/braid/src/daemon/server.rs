@@ -166,7 +166,7 @@ async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
     spawn_signals(tx).context("installing signal handlers")?;
     tracing::info!(listen = %cfg.listen, mtu, tun = %cfg.tun.name, peers = cfg.peer.len(), workers = n, "server started");
     super::notify::notify_or_log("READY=1");
-    let server = Server {
+    let mut server = Server {
         cfg,
         path,
         mtu,
@@ -181,40 +181,9 @@ async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
         responder,
         overrides: HashMap::new(),
     };
-    // The coordinator gets a thread of its own, below the workers' priority (COORDINATOR_NICE):
-    // a burst of joins is X25519 work by the hundred milliseconds, and on the runtime's threads
-    // it would hold up the workers' tasks queued behind it (an established vehicle's packets
-    // waited up to milliseconds); on its own thread the kernel hands the core to a worker as soon
-    // as one has a datagram.
-    let coordinator = std::thread::Builder::new()
-        .name("braid-coord".into())
-        .spawn(move || -> std::io::Result<()> {
-            lower_priority(COORDINATOR_NICE);
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            let mut server = server;
-            rt.block_on(server.run(rx, hs_rx, gone_rx));
-            Ok(())
-        })
-        .context("starting the coordinator's thread")?;
-    match tokio::task::spawn_blocking(move || coordinator.join()).await {
-        Ok(Ok(r)) => r.context("the coordinator's runtime")?,
-        _ => anyhow::bail!("the coordinator's thread failed"),
-    }
+    server.run(rx, hs_rx, gone_rx).await;
     tracing::info!("server stopped");
     Ok(())
-}
-
-/// The coordinator's nice value: its CPU share against a busy worker's is about a tenth (the
-/// kernel's weights, 110 against 1024), so joins slow down before forwarding does, and a worker
-/// that wakes takes the core from it at once.
-const COORDINATOR_NICE: i32 = 10;
-
-/// Lowers the calling thread's priority to `nice` (Linux keeps nice values per thread). Failing
-/// costs only the ordering, so it is logged, not fatal.
-fn lower_priority(nice: i32) {
-    if let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), nice) {
-        tracing::warn!(error = %e, "cannot lower the coordinator's priority");
-    }
 }
 
 /// Whether to answer an initiation with a stale timestamp, given the peer's running session (id,
