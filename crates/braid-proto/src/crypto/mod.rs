@@ -222,6 +222,21 @@ impl RejectCounts {
     }
 }
 
+impl std::ops::AddAssign for RejectCounts {
+    /// Adds `o`'s counts (another worker's, say) to these.
+    fn add_assign(&mut self, o: RejectCounts) {
+        // Taken apart without `..`, so that a reason added to the struct cannot be left out here.
+        let RejectCounts { bad_mac, replay, unknown_session, malformed, rate_limited, unknown_key, expired } = o;
+        self.bad_mac += bad_mac;
+        self.replay += replay;
+        self.unknown_session += unknown_session;
+        self.malformed += malformed;
+        self.rate_limited += rate_limited;
+        self.unknown_key += unknown_key;
+        self.expired += expired;
+    }
+}
+
 /// Constant-time comparison of two MACs, so a forger learns nothing from timing.
 pub(crate) fn ct_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0

@@ -479,7 +479,7 @@ impl Server {
         let mut c = self.counters;
         let mut sessions = Vec::with_capacity(self.sessions.len());
         for a in self.ask_all(|| Ask::Status).await {
-            c.add(&a.counters);
+            c += a.counters;
             sessions.extend(a.sessions);
         }
         sessions.sort_by_key(|s| s.id);

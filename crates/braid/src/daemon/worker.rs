@@ -143,51 +143,45 @@ pub(super) struct Answer {
     pub hits: usize,
 }
 
-/// Passenger packets dropped by the server, by reason.
-#[derive(Default, Clone, Copy)]
-pub(super) struct PassengerDrops {
-    /// Out of a session with a source outside the vehicle's `allowed_ips`.
-    pub source_not_allowed: u64,
-    /// Out of a session and not an IPv4 or IPv6 packet.
-    pub not_ip: u64,
+/// A struct of counts that sum field by field (`+=`, one worker's into the whole server's): the
+/// sum is generated from the field list, so a count added to the struct is summed with the rest.
+macro_rules! counts {
+    ($(#[$m:meta])* $vis:vis struct $name:ident { $($(#[$fm:meta])* $f:ident: $t:ty,)* }) => {
+        $(#[$m])*
+        #[derive(Default, Clone, Copy)]
+        $vis struct $name { $($(#[$fm])* pub $f: $t,)* }
+
+        impl std::ops::AddAssign for $name {
+            fn add_assign(&mut self, o: $name) {
+                $(self.$f += o.$f;)*
+            }
+        }
+    };
 }
 
-/// A worker's counters (the coordinator keeps the handshakes' in the same shape).
-#[derive(Default, Clone, Copy)]
-pub(super) struct Counters {
-    pub garbage: u64,
-    pub refused: u64,
-    pub expired: u64,
-    pub unroutable: u64,
-    pub send_errors: u64,
-    pub rejected: RejectCounts,
-    pub handshakes: u64,
-    pub cookie_replies: u64,
-    pub hints: u64,
-    pub passenger: PassengerDrops,
+counts! {
+    /// Passenger packets dropped by the server, by reason.
+    pub(super) struct PassengerDrops {
+        /// Out of a session with a source outside the vehicle's `allowed_ips`.
+        source_not_allowed: u64,
+        /// Out of a session and not an IPv4 or IPv6 packet.
+        not_ip: u64,
+    }
 }
 
-impl Counters {
-    /// Adds `o`'s counts to these.
-    pub fn add(&mut self, o: &Counters) {
-        self.garbage += o.garbage;
-        self.refused += o.refused;
-        self.expired += o.expired;
-        self.unroutable += o.unroutable;
-        self.send_errors += o.send_errors;
-        let (r, q) = (&mut self.rejected, &o.rejected);
-        r.bad_mac += q.bad_mac;
-        r.replay += q.replay;
-        r.unknown_session += q.unknown_session;
-        r.malformed += q.malformed;
-        r.rate_limited += q.rate_limited;
-        r.unknown_key += q.unknown_key;
-        r.expired += q.expired;
-        self.handshakes += o.handshakes;
-        self.cookie_replies += o.cookie_replies;
-        self.hints += o.hints;
-        self.passenger.source_not_allowed += o.passenger.source_not_allowed;
-        self.passenger.not_ip += o.passenger.not_ip;
+counts! {
+    /// A worker's counters (the coordinator keeps the handshakes' in the same shape).
+    pub(super) struct Counters {
+        garbage: u64,
+        refused: u64,
+        expired: u64,
+        unroutable: u64,
+        send_errors: u64,
+        rejected: RejectCounts,
+        handshakes: u64,
+        cookie_replies: u64,
+        hints: u64,
+        passenger: PassengerDrops,
     }
 }
 
