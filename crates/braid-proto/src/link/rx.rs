@@ -23,6 +23,17 @@ const OWD_GAIN_UP: f64 = 1.0 / 64.0;
 const MIN_BUSY_PAIRS: u32 = 3;
 /// Service time those pairs must span, µs: enough that timer granularity cannot dominate.
 const MIN_BUSY_US: f64 = 2_000.0;
+/// Arrivals stamped within this of a span's first one came with it, as far as the receiver can
+/// tell: a host that reads late (a busy machine's softirq, GRO) stamps everything that arrived
+/// meanwhile with one time. A rate over the span starts after that clump, as it starts after
+/// its first packet alone: the clump's packets arrived at some time before it. Counted in, a
+/// stall's backlog that opened an interval added its bits and none of its time, and three such
+/// intervals in a row moved the estimate: a 20 Mbit/s link read with a 30 ms stall every 50 ms
+/// was estimated at 28.5 Mbit/s (the unit test below). On bench-bond's busy machine a 20 Mbit/s
+/// uplink's estimate went to 45 Mbit/s by dispersion for 0.3 s, and the sender filled the
+/// model's idle time on it with coded packets where there was none. 100 µs is less than a
+/// full-size packet takes at 100 Mbit/s.
+const ARRIVAL_CLUMP: Duration = Duration::from_micros(100);
 /// The longest capacity measurement interval, PluriBus 5.2's 500 ms: every interval of a link
 /// estimated at up to 1.5 Mbit/s ([`CAPACITY_INTERVAL_BITS`] in 500 ms) is this long.
 pub const CAPACITY_INTERVAL: Duration = Duration::from_millis(500);
@@ -145,8 +156,13 @@ struct Interval {
     packets: u64,
     bytes: u64,
     lost_packets: u64,
+    /// Bytes of the opening clump ([`ARRIVAL_CLUMP`]): they arrived before the span began.
     first_size: u64,
+    /// The send timestamp and arrival of the clump's last packet: where the span begins.
     first_send: u32,
+    span_start: Instant,
+    /// Whether the clump is still open (every packet so far within [`ARRIVAL_CLUMP`]).
+    opening: bool,
     last_send: u32,
     last_recv: Instant,
     queue_us_sum: f64,
@@ -294,13 +310,22 @@ impl RxEstimator {
             self.delivered.pop_front();
             self.delivered_bits -= u64::from(b);
         }
-        let Some(&(first_at, first_ts, first_bits)) = self.delivered.front() else { return };
+        let Some(&(oldest, _, _)) = self.delivered.front() else { return };
+        // The span begins with the opening clump's last packet ([`ARRIVAL_CLUMP`]); the clump's
+        // bits arrived before it.
+        let (mut first_at, mut first_ts, mut clump_bits) = (oldest, 0, 0u64);
+        for &(t, ts, b) in &self.delivered {
+            if t - oldest > ARRIVAL_CLUMP {
+                break;
+            }
+            (first_at, first_ts) = (t, ts);
+            clump_bits += u64::from(b);
+        }
         let span_us = (now - first_at).as_micros() as f64;
         if self.delivered.len() < DELIVERY_MIN_PACKETS || span_us < 0.8 * DELIVERY_WINDOW.as_micros() as f64 {
             return;
         }
-        // The first packet's own bits arrived before the span began.
-        let bits = (self.delivered_bits - u64::from(first_bits)) as f64;
+        let bits = (self.delivered_bits - clump_bits) as f64;
         let recv_bps = bits * 1e6 / span_us;
         // Packets that queued at the bottleneck were sent in a shorter span than they arrived in,
         // and the receive rate is then the link's; otherwise the send rate caps it, which cancels
@@ -370,6 +395,8 @@ impl RxEstimator {
                 lost_packets: 0,
                 first_size: size as u64,
                 first_send: timestamp,
+                span_start: now,
+                opening: true,
                 last_send: timestamp,
                 last_recv: now,
                 queue_us_sum: queued_us,
@@ -377,6 +404,18 @@ impl RxEstimator {
             };
             return;
         }
+        if iv.opening && newly_lost == 0 && iv.start.is_some_and(|s| now - s <= ARRIVAL_CLUMP) {
+            iv.first_size += size as u64;
+            iv.first_send = timestamp;
+            iv.span_start = now;
+            iv.packets += 1;
+            iv.bytes += size as u64;
+            iv.last_send = timestamp;
+            iv.last_recv = now;
+            iv.queue_us_sum += queued_us;
+            return;
+        }
+        iv.opening = false;
         // This packet waited behind the previous one if its delay above the empty-queue floor
         // exceeds the gap since the previous arrival (had it met an idle link, the gap would be
         // at least its own transmission time, which is all the delay it adds). Then the gap is
@@ -408,11 +447,13 @@ impl RxEstimator {
     }
 
     fn close_interval(&mut self, iv: &Interval) {
-        let Some(start) = iv.start else { return };
+        if iv.start.is_none() {
+            return;
+        }
         if iv.packets < 4 {
             return;
         }
-        let recv_us = (iv.last_recv - start).as_micros() as f64;
+        let recv_us = (iv.last_recv - iv.span_start).as_micros() as f64;
         let send_us = f64::from(iv.last_send.wrapping_sub(iv.first_send));
         if recv_us <= 0.0 || send_us > 10.0 * 1e6 {
             return;
@@ -610,6 +651,46 @@ mod tests {
         feed_bursts(&mut e, 100, 10, 100_000, 1.5e6);
         let c = e.capacity_bps();
         assert!((c - 1.5e6).abs() < 0.05e6, "capacity {c}");
+    }
+
+    /// Packets leaving the sender every `gap_us` through a FIFO bottleneck of `cap_bps` that
+    /// starts with `queue` packets waiting, received by a host that reads its socket only every
+    /// `read_us` (receive batching) and stalls for `stall_us` every 50 ms (a busy machine): each
+    /// packet is stamped with the read that took it.
+    fn feed_clumped(est: &mut RxEstimator, n: u64, gap_us: u64, cap_bps: f64, queue: u64, read_us: u64, stall_us: u64) {
+        let size = 1400;
+        let tx = (size as f64 * 8.0 * 1e6 / cap_bps) as u64;
+        let mut link_free = 0u64;
+        for i in 0..n {
+            let sent = (i.saturating_sub(queue)) * gap_us;
+            let start = sent.max(link_free);
+            link_free = start + tx;
+            let real = link_free + 1_000;
+            // Every 50 ms the host stalls for `stall_us`: what arrives then is read when it ends.
+            let phase = real % 50_000;
+            let arrive = if phase < stall_us { real - phase + stall_us } else { real.div_ceil(read_us) * read_us };
+            est.handle(Instant::from_micros(arrive), seq::truncate(i), sent as u32, size);
+        }
+    }
+
+    #[test]
+    fn late_reads_do_not_inflate_the_capacity_estimate() {
+        // Regression (bench-bond 20 + 5 Mbit/s down on a busy machine, an estimate of 45 Mbit/s
+        // for a 20 Mbit/s uplink): an interval that opened with a stall's backlog, stamped with
+        // one time, counted its bits and none of its time (22-28.5 Mbit/s here before).
+        for (read_us, stall_us) in [(2_000, 0), (500, 10_000), (500, 20_000), (500, 30_000), (2_000, 20_000)] {
+            for queue in [1, 2, 4, 8] {
+                let mut e = RxEstimator::new(20e6);
+                // The sender at the link's rate, as a passenger's BBR paces: a queue of a few
+                // packets stands.
+                feed_clumped(&mut e, 20_000, 560, 20e6, queue, read_us, stall_us);
+                let c = e.capacity_bps();
+                assert!(
+                    (c - 20e6).abs() < 0.5e6,
+                    "read every {read_us} us, stalls of {stall_us} us, queue {queue}: capacity {c}"
+                );
+            }
+        }
     }
 
     #[test]

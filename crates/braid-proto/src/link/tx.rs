@@ -473,6 +473,10 @@ impl TxLink {
         if error.abs() <= QUEUE_CORRECTION_MIN.as_micros() as f64 {
             return false;
         }
+        // Traced: a correction upwards on some links and not others sends everything the earliest
+        // arrival rule places to the others, the likeliest cause of bench-bond's runs in which
+        // one uplink carried twice its rate (a busy host's late receive stamps measure as queue).
+        tracing::debug!(link = %self.id, error_ms = error / 1e3, measured_ms = measured_us as f64 / 1e3, "queue model corrected");
         self.queue_us = (self.queue_left_us(now) + error).max(0.0);
         self.queue_at = now;
         self.corrected_at = self.last_send.or(Some(now));
