@@ -41,9 +41,22 @@ use std::time::Duration;
 /// of them, then an idle session's links carry only keepalive probes and their answers.
 pub(crate) const IDLE_REPORTS: u32 = 10;
 const DATA_RECENT: Duration = Duration::from_secs(1);
+/// Reports of one link's silence ([`LinkSlot::silence_report_due`]): the last covers 105 ms,
+/// after which the links' own liveness checks take over.
+const SILENCE_REPORTS: u32 = 6;
 /// Links are probed for capacity until this long after new data last met a queue: a probe once
 /// the load has gone only delays what is left (a repair behind 200 ms of probe packets).
 const PROBE_WANTED_FOR: Duration = Duration::from_millis(300);
+/// Links are probed only while the passengers' data rate is at least this share of the sum of
+/// the usable links' capacity estimates: below it, no estimate holds any traffic back, and a
+/// probe only puts a queue in front of the passengers' packets. A TCP flow's first bursts meet a
+/// queue in the model, and a growth probe at twice a right estimate then queued a whole round
+/// trip on a 200 ms path (FMTCP Table II's ideal link: 198 ms), which the passenger's HyStart took
+/// for a full pipe: slow start ended at a tenth of the path's BDP and CUBIC took 10 s to fill it.
+const PROBE_LOAD_SHARE: f64 = 0.5;
+/// The time constant of the passengers' data rate ([`Session::data_rate_bps`]): a few of the
+/// uplinks' round trips, so a flow's slow-start bursts are averaged out.
+pub(crate) const LOAD_RATE_WINDOW: Duration = Duration::from_millis(250);
 /// Under `auto`, the load counts as bulk once new data has met queues this long without a pause.
 const AUTO_AQM_BULK: Duration = Duration::from_secs(2);
 /// Under `auto`, a bulk load stays bulk through pauses in its queue up to this long (and
@@ -205,9 +218,10 @@ pub(crate) struct LinkSlot {
     pub(crate) name: Option<crate::wire::LinkName>,
     /// The peer's name for the link, from its probe requests.
     pub(crate) peer_name: Option<crate::wire::LinkName>,
-    /// The peer has been told (in a feedback over another link) that this link went silent
-    /// while it carried data; cleared by the next arrival on it ([`Session::silent_since`]).
-    pub(crate) silence_reported: bool,
+    /// How many times the peer has been told (in a feedback over another link) that this link
+    /// went silent while it carried data; cleared by the next arrival on it
+    /// ([`LinkSlot::silence_report_due`]).
+    pub(crate) silence_reports: u32,
     /// What the location map expects of this link where the vehicle is (position.rs); all false
     /// unless location awareness is on.
     pub(crate) expect: crate::location::Expectation,
@@ -244,7 +258,7 @@ impl LinkSlot {
             announce: 0,
             name,
             peer_name: None,
-            silence_reported: false,
+            silence_reports: 0,
             expect: crate::location::Expectation::default(),
         }
     }
@@ -260,6 +274,20 @@ impl LinkSlot {
     /// When the last datagram arrived on this link, if it was carrying data then (the last data
     /// packet came within [`send::RX_SILENCE`] of it): a link that goes quiet from there went
     /// silent mid-stream, where one that only carries probes and feedback is quiet by nature.
+    /// When the next report of this link's silence is due, if one is: [`send::RX_SILENCE`] after
+    /// its last arrival, then every half of that, [`SILENCE_REPORTS`] in all. The first report shows the
+    /// peer only the sends of its first few milliseconds of silence, too few to take the link
+    /// down when it carried a burst and then nothing ([`crate::link::TxLink::overdue_sends`]
+    /// counts the sends the report's silence covers); each later one covers more, so the
+    /// passengers' packets lost in it move to another link within a few round trips even when
+    /// nothing else makes this end report.
+    pub(crate) fn silence_report_due(&self) -> Option<Instant> {
+        (self.silence_reports < SILENCE_REPORTS)
+            .then(|| self.silent_since())
+            .flatten()
+            .map(|at| at + send::RX_SILENCE * (2 + self.silence_reports) / 2)
+    }
+
     pub(crate) fn silent_since(&self) -> Option<Instant> {
         let (_, at) = self.rx.last()?;
         let data = self.last_data?;
@@ -302,6 +330,10 @@ pub struct Session {
     /// When new data last met a queue on its link: links are probed for capacity while the load
     /// may need more than their estimates.
     last_loaded: Option<Instant>,
+    /// The passengers' new data sent, bit/s, averaged over about [`LOAD_RATE_WINDOW`], and when
+    /// it was last updated: a link is probed only while this is a good share of what the links
+    /// are estimated to carry ([`PROBE_LOAD_SHARE`]).
+    data_rate: (f64, Option<Instant>),
     /// When new data last met a queue on its link, kept through pauses (unlike `last_loaded`):
     /// the end of a bulk spell ([`Session::bulk_hold`]).
     last_queue_met: Option<Instant>,
@@ -379,6 +411,7 @@ impl Session {
             data_wait_until: None,
             codel: Codel::default(),
             last_loaded: None,
+            data_rate: (0.0, None),
             last_queue_met: None,
             loaded_since: None,
             probe_cursor: 0,
@@ -685,9 +718,9 @@ impl Session {
             out.push((Timer::Report, self.last_report + self.cfg.report_interval));
         }
         if can_send {
-            for s in self.links.iter().filter(|s| !s.silence_reported) {
-                if let Some(at) = s.silent_since() {
-                    out.push((Timer::Report, at + crate::session::send::RX_SILENCE));
+            for s in &self.links {
+                if let Some(at) = s.silence_report_due() {
+                    out.push((Timer::Report, at));
                 }
             }
         }
@@ -765,11 +798,8 @@ impl Session {
         // else arrives here to acknowledge.
         let mut silent = false;
         for s in &mut self.links {
-            if !s.silence_reported
-                && let Some(at) = s.silent_since()
-                && now >= at + send::RX_SILENCE
-            {
-                s.silence_reported = true;
+            if s.silence_report_due().is_some_and(|at| now >= at) {
+                s.silence_reports += 1;
                 silent = true;
             }
         }
@@ -906,6 +936,26 @@ impl Session {
     /// the link that delivered it first, or waited in braid for one. A tunnel whose load fits the
     /// estimates sends nothing for it (a metered uplink pays for probes, and a probe's queue
     /// delays everyone's packets).
+    /// Counts `bits` of new passenger data sent at `now` into [`Session::data_rate_bps`].
+    pub(crate) fn note_data_rate(&mut self, now: Instant, bits: f64) {
+        self.data_rate = (self.data_rate_bps(now) + bits / LOAD_RATE_WINDOW.as_secs_f64(), Some(now));
+    }
+
+    /// The passengers' new data sent, bit/s: an exponential average over [`LOAD_RATE_WINDOW`].
+    pub(crate) fn data_rate_bps(&self, now: Instant) -> f64 {
+        let (rate, at) = self.data_rate;
+        let Some(at) = at else { return 0.0 };
+        let age = now.saturating_duration_since(at).as_secs_f64();
+        rate * (-age / LOAD_RATE_WINDOW.as_secs_f64()).exp()
+    }
+
+    /// Whether the passengers' data rate is a good share of what the usable links are estimated
+    /// to carry ([`PROBE_LOAD_SHARE`]): only then can an estimate be what holds them back.
+    pub(crate) fn load_near_estimates(&self, now: Instant) -> bool {
+        let estimated: f64 = self.usable_slots().map(|s| s.tx.capacity_bps()).sum();
+        self.data_rate_bps(now) >= PROBE_LOAD_SHARE * estimated
+    }
+
     pub(crate) fn probing_wanted(&self) -> bool {
         self.last_loaded.is_some() || self.data_wait_until.is_some()
     }

@@ -76,7 +76,7 @@ impl Session {
         let slot = self.slot_mut(h.link).expect("slot exists");
         let sample = slot.rx.handle(now, h.link_seq, h.timestamp, datagram.len() + OUTER_OVERHEAD);
         slot.counters.datagrams_received += 1;
-        slot.silence_reported = false;
+        slot.silence_reports = 0;
         let mut congestion = None;
         if let Some(seq) = data_seq {
             // The link dropped a packet at a full queue: one of the data packets it was to carry

@@ -511,8 +511,11 @@ impl Session {
             // link's capacity, so the links are probed for more (a packet that meets one coded
             // packet ahead of it, or a short burst, does not count).
             let tx = self.slot_mut(link).map_or(std::time::Duration::ZERO, |s| s.tx.tx_time(size + OUTER_OVERHEAD));
+            self.note_data_rate(now, (packet.len() * 8) as f64);
             if queued > PROBE_LOAD_QUEUE.max(tx * 4) {
-                self.last_loaded = Some(now);
+                if self.load_near_estimates(now) {
+                    self.last_loaded = Some(now);
+                }
                 self.last_queue_met = Some(now);
                 self.loaded_since.get_or_insert(now);
             }

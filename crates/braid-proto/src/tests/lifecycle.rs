@@ -19,7 +19,7 @@ fn cfg(role: Role) -> SessionConfig {
     c
 }
 
-fn run_cut(tell_session: bool) -> (usize, u64) {
+fn run_cut(tell_session: bool, wait: Duration) -> (usize, u64) {
     let mut p = Pair::new(&[(20, 1500.0), (75, 1000.0)], cfg);
     p.advance(Duration::from_millis(500));
     for i in 0..50 {
@@ -35,7 +35,7 @@ fn run_cut(tell_session: bool) -> (usize, u64) {
         let now = p.now;
         p.client.handle_link_gone(now, LinkId(0));
     }
-    p.advance(Duration::from_millis(250));
+    p.advance(wait);
     let got: HashSet<u64> = p.delivered_up.iter().map(|d| index_of(d)).collect();
     (got.len(), p.client.link_status(p.now)[0].counters.downs)
 }
@@ -43,11 +43,13 @@ fn run_cut(tell_session: bool) -> (usize, u64) {
 #[test]
 fn a_vanished_interface_is_down_at_once_and_its_packets_move() {
     // Told by the driver: everything, within 250 ms (the other link's one-way delay is 75 ms).
-    assert_eq!(run_cut(true), (60, 1));
-    // Left to silence, the server hears nothing more on link 0 and says so over link 1; the
-    // client takes it down on that report, also within 250 ms. (Its own liveness timeout, 400 ms
-    // at least, used to be the only way.)
-    assert_eq!(run_cut(false), (60, 1));
+    assert_eq!(run_cut(true, Duration::from_millis(250)), (60, 1));
+    // Left to silence, the server hears nothing more on link 0 and says so over link 1, again
+    // every 15 ms; the report after 60 ms of silence covers all ten sends of the burst, the
+    // client takes the link down on it (145 ms after the cut) and the ten go over link 1 at its
+    // 1 Mbit/s, all within 300 ms. (Its own liveness timeout, 400 ms at least, used to be the
+    // only way.)
+    assert_eq!(run_cut(false, Duration::from_millis(300)), (60, 1));
 }
 
 #[test]
