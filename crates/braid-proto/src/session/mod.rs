@@ -271,13 +271,10 @@ impl LinkSlot {
         self.backup = m.backup;
     }
 
-    /// When the last datagram arrived on this link, if it was carrying data then (the last data
-    /// packet came within [`send::RX_SILENCE`] of it): a link that goes quiet from there went
-    /// silent mid-stream, where one that only carries probes and feedback is quiet by nature.
     /// When the next report of this link's silence is due, if one is: [`send::RX_SILENCE`] after
-    /// its last arrival, then every half of that, [`SILENCE_REPORTS`] in all. The first report shows the
-    /// peer only the sends of its first few milliseconds of silence, too few to take the link
-    /// down when it carried a burst and then nothing ([`crate::link::TxLink::overdue_sends`]
+    /// its last arrival, then every half of that, [`SILENCE_REPORTS`] in all. The first report
+    /// shows the peer only the sends of its first few milliseconds of silence, too few to take the
+    /// link down when it carried a burst and then nothing ([`crate::link::TxLink::overdue_sends`]
     /// counts the sends the report's silence covers); each later one covers more, so the
     /// passengers' packets lost in it move to another link within a few round trips even when
     /// nothing else makes this end report.
@@ -288,6 +285,9 @@ impl LinkSlot {
             .map(|at| at + send::RX_SILENCE * (2 + self.silence_reports) / 2)
     }
 
+    /// When the last datagram arrived on this link, if it was carrying data then (the last data
+    /// packet came within [`send::RX_SILENCE`] of it): a link that goes quiet from there went
+    /// silent mid-stream, where one that only carries probes and feedback is quiet by nature.
     pub(crate) fn silent_since(&self) -> Option<Instant> {
         let (_, at) = self.rx.last()?;
         let data = self.last_data?;
@@ -932,10 +932,6 @@ impl Session {
         self.congestion_holes.retain(|&(_, to)| to > below && to > next);
     }
 
-    /// Whether the links' capacity should be probed: in the last moments, new data met a queue on
-    /// the link that delivered it first, or waited in braid for one. A tunnel whose load fits the
-    /// estimates sends nothing for it (a metered uplink pays for probes, and a probe's queue
-    /// delays everyone's packets).
     /// Counts `bits` of new passenger data sent at `now` into [`Session::data_rate_bps`].
     pub(crate) fn note_data_rate(&mut self, now: Instant, bits: f64) {
         self.data_rate = (self.data_rate_bps(now) + bits / LOAD_RATE_WINDOW.as_secs_f64(), Some(now));
@@ -956,6 +952,11 @@ impl Session {
         self.data_rate_bps(now) >= PROBE_LOAD_SHARE * estimated
     }
 
+    /// Whether the links' capacity should be probed: in the last moments, new data met a queue on
+    /// the link that delivered it first while the load was near the estimates
+    /// ([`Session::load_near_estimates`]), or waited in braid for one. A tunnel whose load fits the
+    /// estimates sends nothing for it (a metered uplink pays for probes, and a probe's queue
+    /// delays everyone's packets).
     pub(crate) fn probing_wanted(&self) -> bool {
         self.last_loaded.is_some() || self.data_wait_until.is_some()
     }
