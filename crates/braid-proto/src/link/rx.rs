@@ -404,27 +404,24 @@ impl RxEstimator {
             };
             return;
         }
-        if iv.opening && newly_lost == 0 && iv.start.is_some_and(|s| now - s <= ARRIVAL_CLUMP) {
+        iv.opening &= newly_lost == 0 && iv.start.is_some_and(|s| now - s <= ARRIVAL_CLUMP);
+        if iv.opening {
+            // Still the opening clump: the span begins after this packet.
             iv.first_size += size as u64;
             iv.first_send = timestamp;
             iv.span_start = now;
-            iv.packets += 1;
-            iv.bytes += size as u64;
-            iv.last_send = timestamp;
-            iv.last_recv = now;
-            iv.queue_us_sum += queued_us;
-            return;
-        }
-        iv.opening = false;
-        // This packet waited behind the previous one if its delay above the empty-queue floor
-        // exceeds the gap since the previous arrival (had it met an idle link, the gap would be
-        // at least its own transmission time, which is all the delay it adds). Then the gap is
-        // pure service time. A loss in between took service time unseen: skip that pair.
-        let gap_us = (now - iv.last_recv).as_micros() as f64;
-        if newly_lost == 0 && queued_us > gap_us {
-            iv.busy_bits += size as f64 * 8.0;
-            iv.busy_us += gap_us;
-            iv.busy_pairs += 1;
+        } else {
+            // This packet waited behind the previous one if its delay above the empty-queue floor
+            // exceeds the gap since the previous arrival (had it met an idle link, the gap would
+            // be at least its own transmission time, which is all the delay it adds). Then the
+            // gap is pure service time. A loss in between took service time unseen: skip that
+            // pair.
+            let gap_us = (now - iv.last_recv).as_micros() as f64;
+            if newly_lost == 0 && queued_us > gap_us {
+                iv.busy_bits += size as f64 * 8.0;
+                iv.busy_us += gap_us;
+                iv.busy_pairs += 1;
+            }
         }
         iv.packets += 1;
         iv.bytes += size as u64;
