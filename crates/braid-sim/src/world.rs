@@ -12,6 +12,7 @@
 
 use crate::host::udp::{cbr_packet, parse_cbr};
 use crate::host::{self, FlowEvent, FlowId, HostConfig, TcpHost, Transfer};
+use crate::link::driveby::DrivePass;
 use crate::link::{Delivery, Enqueue, LinkModel};
 use crate::results::{FlowRecord, LinkResult, RunResult};
 use crate::scenario::{Congestion, Direction, Scenario, SchemeKind, SchemeSpec, WorkloadSpec};
@@ -749,15 +750,7 @@ impl World<'_> {
 
     /// What each pass of each drive-by link carried down to the vehicle, MB, in time order.
     fn wifi_pass_mb(&self) -> Vec<f64> {
-        let mut passes: Vec<(usize, f64)> = Vec::new();
-        for l in &self.links {
-            let Some(pass) = &l.pass else { continue };
-            passes.extend(
-                pass.bytes_per_coverage(&l.down_bytes_per_step).into_iter().map(|(at, b)| (at, b as f64 / 1e6)),
-            );
-        }
-        passes.sort_by_key(|p| p.0);
-        passes.into_iter().map(|p| p.1).collect()
+        DrivePass::mb_per_pass(self.links.iter().filter_map(|l| Some((l.pass.as_ref()?, &l.down_bytes_per_step[..]))))
     }
 
     /// Bulk bytes delivered over the drive-by links' potential (paper 002 section 5's "theoretical

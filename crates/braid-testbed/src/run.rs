@@ -8,6 +8,7 @@ use crate::hosts::HostTcp;
 use crate::topology::Topology;
 use crate::workload;
 use anyhow::{Context, bail};
+use braid_sim::link::driveby::DrivePass;
 use braid_sim::results::{LinkResult, RunResult, SimReport};
 use braid_sim::runner::aggregate;
 use braid_sim::scenario::{Direction, Peer, Scenario, SchemeKind, SchemeSpec, WorkloadSpec};
@@ -366,14 +367,7 @@ impl Counters {
 /// What each pass of each drive-by link carried down to the vehicle, MB of IP packets, in time
 /// order (the simulator's `wifi_pass_mb`).
 fn wifi_pass_mb(links: &[LinkReport]) -> Vec<f64> {
-    let mut passes: Vec<(usize, f64)> = links
-        .iter()
-        .filter_map(|l| Some((l.pass.as_ref()?, &l.down_bytes_per_step)))
-        .flat_map(|(p, steps)| p.bytes_per_coverage(steps))
-        .map(|(at, b)| (at, b as f64 / 1e6))
-        .collect();
-    passes.sort_by_key(|p| p.0);
-    passes.into_iter().map(|p| p.1).collect()
+    DrivePass::mb_per_pass(links.iter().filter_map(|l| Some((&**l.pass.as_ref()?, &l.down_bytes_per_step[..]))))
 }
 
 /// Per-link results; utilisation is over the whole time the links were up (`elapsed`).

@@ -335,6 +335,19 @@ impl DrivePass {
             .collect()
     }
 
+    /// What each pass of several drive-by links carried, MB, in time order: each link's pass and
+    /// its bytes delivered per [`STEP`] ([`Self::bytes_per_coverage`]). The simulator and the
+    /// testbed both report `wifi_pass_mb` this way.
+    pub fn mb_per_pass<'a>(links: impl IntoIterator<Item = (&'a DrivePass, &'a [u64])>) -> Vec<f64> {
+        let mut passes: Vec<(usize, f64)> = links
+            .into_iter()
+            .flat_map(|(pass, steps)| pass.bytes_per_coverage(steps))
+            .map(|(at, b)| (at, b as f64 / 1e6))
+            .collect();
+        passes.sort_by_key(|p| p.0);
+        passes.into_iter().map(|p| p.1).collect()
+    }
+
     /// The same integral ignoring association: what the radio alone would allow.
     pub fn radio_potential_bytes(&self) -> f64 {
         self.radio.iter().map(|r| r.tcp_kbps * 1000.0 / 8.0).sum::<f64>() * STEP.as_secs_f64()
