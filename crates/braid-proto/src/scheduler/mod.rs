@@ -25,13 +25,17 @@ pub struct LinkView {
     /// The link.
     pub id: LinkId,
     /// Estimated arrival of this packet if sent now, µs relative to a common reference
-    /// (`size/capacity + Q + (d + δ)`, PluriBus 5.3).
+    /// (`size/capacity + Q + (d + δ)`, PluriBus 5.3), with `size/capacity + Q` scaled up for a link
+    /// of lower operator weight than the others (`Session::link_views`).
     pub arrival_us: i64,
     /// Capacity estimate, bit/s.
     pub capacity_bps: f64,
     /// Peer-reported loss probability.
     pub loss: f64,
-    /// Operator weight.
+    /// Operator weight, honoured by every scheduler: `wrr`'s share of the bytes; for `min-delay`
+    /// and `eat` a preference already folded into `arrival_us` (a lower weight counts the link's
+    /// queue as proportionally longer); `single` keeps to the highest weight; `round-robin` gives a
+    /// link this many packets per turn. 0 keeps data off the link while another can carry it.
     pub weight: u32,
     /// Smoothed round-trip time from probes, µs, once measured (for FMTCP's RTO in `eat`).
     pub srtt_us: Option<u32>,

@@ -250,12 +250,25 @@ impl Session {
         Some((n, remote))
     }
 
+    /// What the scheduler sees of each usable link. Operator weights act on the arrival estimate:
+    /// a link of weight `w`, where the highest weight in use is `w_max`, has its queue and
+    /// transmission time counted `w_max / w` times, as if it were that much slower. So the
+    /// delay-based schedulers (`min-delay`, `eat`) fill the higher-weight links first and give a
+    /// lower-weight one data only once the others' queues make it the earlier one after all: a
+    /// preference that still uses every link under load, where `wrr` fixes the shares outright.
+    /// Equal weights (the default, 1 everywhere) leave the estimate as it is.
     fn link_views(&self, now: Instant, size: usize) -> Vec<LinkView> {
         let reference = self.reference_owd();
+        let w_max = self.usable_slots().map(|s| s.tx.weight).max().unwrap_or(1);
         self.usable_slots()
             .map(|s| LinkView {
                 id: s.tx.id,
-                arrival_us: s.tx.arrival_us(now, size + OUTER_OVERHEAD, reference),
+                arrival_us: weighted_arrival_us(
+                    (s.tx.queue_delay(now) + s.tx.tx_time(size + OUTER_OVERHEAD)).as_micros() as i64,
+                    s.tx.relative_owd_us(reference),
+                    s.tx.weight,
+                    w_max,
+                ),
                 capacity_bps: s.tx.capacity_bps(),
                 loss: s.tx.loss(),
                 weight: s.tx.weight,
@@ -686,4 +699,13 @@ impl Session {
         }
         None
     }
+}
+
+/// A link's arrival estimate under operator weights ([`Session::link_views`]): its `busy_us`
+/// (queue plus transmission time) scaled by `w_max / weight`, plus its relative one-way delay. A
+/// link of weight 0 (kept off data while another can carry it) is scaled as weight 1.
+fn weighted_arrival_us(busy_us: i64, relative_owd_us: i64, weight: u32, w_max: u32) -> i64 {
+    let w = i64::from(weight.max(1));
+    let w_max = i64::from(w_max.max(1));
+    busy_us.saturating_mul(w_max.max(w)) / w + relative_owd_us
 }

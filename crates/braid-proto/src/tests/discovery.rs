@@ -91,6 +91,46 @@ fn a_link_of_weight_zero_takes_no_data_under_any_scheduler() {
 }
 
 #[test]
+fn a_higher_weight_is_preferred_under_every_scheduler_and_every_link_still_carries_the_surplus() {
+    // Two equal 10 Mbit/s uplinks, the second of weight 3 (say a flat-rate WiFi beside a metered
+    // modem of weight 1). Before, every scheduler but `wrr` ignored any weight other than 0.
+    let data = |p: &Pair, id| {
+        p.server.link_status(p.now).iter().find(|l| l.id == LinkId(id)).map_or(0, |l| l.counters.data_sent)
+    };
+    for scheduler in [
+        SchedulerKind::MinDelay,
+        SchedulerKind::Eat,
+        SchedulerKind::RoundRobin,
+        SchedulerKind::Single,
+        SchedulerKind::Wrr { auto: false },
+    ] {
+        let mut p = Pair::new(&[(10, 10_000.0), (10, 10_000.0)], cfg(RecoveryKind::Auto, scheduler));
+        p.advance(Duration::from_secs(1));
+        assert!(p.server.set_link_weight(LinkId(1), 3));
+        let n = offer(&mut p, 6.0, 2.0);
+        p.advance(Duration::from_secs(1));
+        let (low, high) = (data(&p, 0), data(&p, 1));
+        assert!(high >= 2 * low, "{scheduler}: weight 3 carried {high} packets, weight 1 {low}");
+        assert_eq!(p.delivered_down.len() as u64, n, "{scheduler}");
+    }
+    // Over one link's capacity the delay-based schedulers still use both: a preference, not a cap.
+    for scheduler in [SchedulerKind::MinDelay, SchedulerKind::Eat] {
+        let mut p = Pair::new(&[(10, 10_000.0), (10, 10_000.0)], cfg(RecoveryKind::None, scheduler));
+        p.advance(Duration::from_secs(1));
+        assert!(p.server.set_link_weight(LinkId(1), 3));
+        let n = offer(&mut p, 16.0, 2.0);
+        p.advance(Duration::from_secs(1));
+        let (low, high) = (data(&p, 0), data(&p, 1));
+        assert!(low > n / 5 && high > low, "{scheduler}: under 16 Mbit/s weight 3 took {high}, weight 1 {low}");
+        assert!(
+            p.delivered_down.len() as u64 >= n * 95 / 100,
+            "{scheduler}: {} of {n} delivered",
+            p.delivered_down.len()
+        );
+    }
+}
+
+#[test]
 fn a_link_degraded_by_a_burst_of_drops_is_judged_again_within_seconds() {
     // bench-bond's drop case: an uplink's rate fell from 20 to 2 Mbit/s, its buffer dropped a
     // burst, the link was judged degraded and carried no data, and with a keepalive probe a second

@@ -605,6 +605,7 @@ fn scheme(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawScheme, n_links: usize) -> Resul
 
     let weights_loc = loc.key("weights");
     let fixed_wrr = matches!(kind, SchemeKind::Braid { scheduler: SchedulerKind::Wrr { auto: false }, .. });
+    let auto_wrr = matches!(kind, SchemeKind::Braid { scheduler: SchedulerKind::Wrr { auto: true }, .. });
     let weights = match raw.weights {
         None if fixed_wrr => {
             return Err(ctx.invalid(
@@ -613,8 +614,12 @@ fn scheme(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawScheme, n_links: usize) -> Resul
             ));
         }
         None => None,
-        Some(_) if !fixed_wrr => {
-            return Err(ctx.invalid(&weights_loc, "applies only to scheduler wrr"));
+        // Every scheduler honours operator weights (docs/schemes.md) but wrr:auto, which sets its own.
+        Some(_) if auto_wrr => {
+            return Err(ctx.invalid(
+                &weights_loc,
+                "does not apply to scheduler wrr:auto, which weights the links by their measured bandwidth",
+            ));
         }
         Some(RawWeights::Name(s)) => {
             return Err(ctx.invalid(&weights_loc, format!("expected a list of numbers, found {s:?}")));

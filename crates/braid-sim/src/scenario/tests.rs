@@ -463,17 +463,14 @@ fn scheme_options_are_checked() {
         "weights",
         "2 weights but there are 1 links",
     );
-    assert_rejects(
-        &scheme("recovery = \"oec\"\nweights = [1]"),
-        "scheme.s.weights",
-        "weights",
-        "only to scheduler wrr",
-    );
+    // Weights apply to every scheduler but wrr:auto.
+    let weighted = parse(&scheme("recovery = \"oec\"\nweights = [3]")).expect("weights with min-delay");
+    assert_eq!(weighted.schemes.iter().find(|s| s.name == "s").and_then(|s| s.weights.clone()), Some(vec![3.0]));
     assert_rejects(
         &scheme("recovery = \"oec\"\nscheduler = \"wrr:auto\"\nweights = [1]"),
         "scheme.s.weights",
         "weights",
-        "only to scheduler wrr",
+        "does not apply to scheduler wrr:auto",
     );
     assert_rejects(
         &scheme("recovery = \"oec\"\nscheduler = \"wrr\""),
