@@ -53,6 +53,17 @@ impl Position {
             vy_mps: speed * track.cos(),
         })
     }
+
+    /// The inverse of [`Self::from_lat_lon`]'s projection: latitude and longitude in degrees, speed
+    /// over ground in m/s and track in degrees clockwise from north, as a GPS receiver reports them
+    /// (the testbed plays gpsd with it).
+    pub fn to_lat_lon(&self) -> (f64, f64, f64, f64) {
+        let lat = self.y_m / M_PER_DEG;
+        let lon = self.x_m / (M_PER_DEG * lat.to_radians().cos());
+        let speed = self.vx_mps.hypot(self.vy_mps);
+        let track = self.vx_mps.atan2(self.vy_mps).to_degrees().rem_euclid(360.0);
+        (lat, lon, speed, track)
+    }
 }
 
 /// How location awareness learns and acts; off unless `enabled`.
@@ -367,6 +378,15 @@ mod tests {
         assert!((b.y_m - a.y_m - 50.0).abs() < 1e-6);
         assert!((a.vx_mps - 10.0).abs() < 1e-9 && a.vy_mps.abs() < 1e-9, "due east");
         assert!(Position::from_lat_lon(f64::NAN, 0.0, 0.0, 0.0).is_none());
+        // A position along a road on the equator goes to gpsd's fields and back to itself.
+        let along = Position { x_m: 1234.5, y_m: 0.0, vx_mps: 22.2, vy_mps: 0.0 };
+        let (lat, lon, speed, track) = along.to_lat_lon();
+        let back = Position::from_lat_lon(lat, lon, speed, track).unwrap();
+        assert!((back.x_m - along.x_m).abs() < 1e-6 && back.y_m.abs() < 1e-6, "{back:?}");
+        assert!(
+            (back.vx_mps - 22.2).abs() < 1e-9 && back.vy_mps.abs() < 1e-9 && (track - 90.0).abs() < 1e-9,
+            "{back:?}"
+        );
         assert!(Position::from_lat_lon(91.0, 0.0, 0.0, 0.0).is_none());
     }
 }

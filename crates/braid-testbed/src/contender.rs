@@ -12,8 +12,8 @@ use crate::topology::{RIDERS_NET, SERVER, Topology, VAN_LAN, WEB, uplink_addr, u
 use anyhow::{Context, bail};
 use braid_config::allowed_ips::{AllowedIps, Prefix};
 use braid_config::config::{
-    ClientConfig, Key, PeerEntry, PeerUplink, Recovery, Scheduler, ServerConfig, SessionSettings, TunConfig,
-    UplinkConfig,
+    ClientConfig, Key, LocationSettings, PeerEntry, PeerUplink, Recovery, Scheduler, ServerConfig, SessionSettings,
+    TunConfig, UplinkConfig,
 };
 use braid_config::keys;
 use braid_sim::host::TcpCounters;
@@ -105,6 +105,7 @@ pub fn start(
     service: Service,
     braid_bin: &Path,
     hosts: &HostTcp,
+    gpsd: Option<SocketAddr>,
     ready_within: Duration,
 ) -> anyhow::Result<Running> {
     let dir = &topo.dir;
@@ -119,7 +120,7 @@ pub fn start(
     };
     let best = topo.best_uplink();
     match scheme.kind {
-        SchemeKind::Braid { .. } => start_braid(topo, scheme, braid_bin, &mut run)?,
+        SchemeKind::Braid { .. } => start_braid(topo, scheme, braid_bin, gpsd, &mut run)?,
         SchemeKind::Peer(Peer::Plain) => {
             topo.van.sh(&format!("ip route add default dev {}", uplink_dev(best)))?;
             topo.lan.sh(&format!("ip route add {RIDERS_NET} dev dn{best}"))?;
@@ -193,7 +194,13 @@ pub fn start(
     Ok(run)
 }
 
-fn start_braid(topo: &Topology, scheme: &SchemeSpec, braid_bin: &Path, run: &mut Running) -> anyhow::Result<()> {
+fn start_braid(
+    topo: &Topology,
+    scheme: &SchemeSpec,
+    braid_bin: &Path,
+    gpsd: Option<SocketAddr>,
+    run: &mut Running,
+) -> anyhow::Result<()> {
     let dir = &topo.dir;
     let (recovery, scheduler) = braid_sim::world::engine_scheme(scheme)?;
     let weights: Vec<u32> = match &scheme.weights {
@@ -220,6 +227,10 @@ fn start_braid(topo: &Topology, scheme: &SchemeSpec, braid_bin: &Path, run: &mut
         ClientConfig::new(format!("{SERVER}:{BRAID_PORT}"), ckey, keys::parse_public(&spub)?, tun("10.77.0.2/24")?);
     client.control = Some(csock.clone());
     client.session = session.clone();
+    // Location awareness from the testbed's gpsd; the map starts empty each run, as the
+    // simulator's does.
+    client.location =
+        gpsd.map(|addr| LocationSettings { enabled: true, gpsd: addr.to_string(), map: dir.join("location.json") });
     client.uplink = topo
         .links
         .iter()

@@ -9,6 +9,7 @@ pub mod accuracy;
 pub mod capture;
 pub mod contender;
 pub mod emulator;
+pub mod gps;
 pub mod hosts;
 pub mod netns;
 pub mod realtime;

@@ -190,7 +190,15 @@ fn run_one(
         _ => Service::Iperf,
     };
     let mut topo = Topology::build(tag, &scenario.links, seed, dir)?;
-    let running = contender::start(&topo, scheme, service, &opts.braid_bin, hosts, Duration::from_secs(30))?;
+    // Location awareness reads the vehicle's position from gpsd, as on a vehicle: a gpsd in the
+    // vehicle's namespace plays the scenario's [vehicle] on the emulator's clock.
+    let gps = match (scheme.location, scenario.vehicle) {
+        (true, Some(v)) => Some(crate::gps::GpsFeed::start(&topo.van, v, topo.clock())?),
+        (true, None) => anyhow::bail!("scheme {}: location = true needs a [vehicle] in the scenario", scheme.name),
+        (false, _) => None,
+    };
+    let gpsd = gps.as_ref().map(crate::gps::GpsFeed::addr);
+    let running = contender::start(&topo, scheme, service, &opts.braid_bin, hosts, gpsd, Duration::from_secs(30))?;
     // The workload's clock starts now, as the simulator's does after its links came up: flows
     // keep their planned offsets from here.
     let epoch = std::time::Instant::now() - FIRST_FLOW;

@@ -173,6 +173,11 @@ pub(crate) fn scenario(ctx: &Ctx<'_, '_>, raw: RawScenario) -> Result<Scenario> 
             let at = loc.elem(i, None).key("name");
             return Err(ctx.invalid(&at, format!("duplicate scheme name {:?}", spec.name)));
         }
+        // Location awareness learns by the vehicle's position; without one it would run as if off.
+        if spec.location && vehicle.is_none() {
+            let at = loc.elem(i, Some(spec.name.as_str())).key("location");
+            return Err(ctx.invalid(&at, "needs a [vehicle] table (the position it learns by)"));
+        }
         schemes.push(spec);
     }
 

@@ -463,6 +463,8 @@ fn scheme_options_are_checked() {
         "weights",
         "2 weights but there are 1 links",
     );
+    // Location awareness without a vehicle would silently run as if it were off.
+    assert_rejects(&scheme("location = true"), "scheme.s.location", "location", "needs a [vehicle]");
     // Weights apply to every scheduler but wrr:auto.
     let weighted = parse(&scheme("recovery = \"oec\"\nweights = [3]")).expect("weights with min-delay");
     assert_eq!(weighted.schemes.iter().find(|s| s.name == "s").and_then(|s| s.weights.clone()), Some(vec![3.0]));
