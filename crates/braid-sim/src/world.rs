@@ -750,7 +750,10 @@ impl World<'_> {
 
     /// What each pass of each drive-by link carried down to the vehicle, MB, in time order.
     fn wifi_pass_mb(&self) -> Vec<f64> {
-        DrivePass::mb_per_pass(self.links.iter().filter_map(|l| Some((l.pass.as_ref()?, &l.down_bytes_per_step[..]))))
+        DrivePass::mb_per_pass(
+            self.links.iter().filter_map(|l| Some((l.pass.as_ref()?, &l.down_bytes_per_step[..]))),
+            Duration::from_micros(self.now.as_micros()),
+        )
     }
 
     /// Bulk bytes delivered over the drive-by links' potential (paper 002 section 5's "theoretical

@@ -312,7 +312,7 @@ fn run_one(
     r.tcp_spurious_timeouts = after.tcp.spurious_timeouts.saturating_sub(before.tcp.spurious_timeouts);
     r.datagrams = links.iter().map(|l| l.up.offered_packets + l.down.offered_packets).sum();
     r.links = link_results(&links, &scenario.links, emulated, &data_sent);
-    r.wifi_pass_mb = wifi_pass_mb(&links);
+    r.wifi_pass_mb = wifi_pass_mb(&links, emulated);
     for l in &mut r.links {
         if let Some((_, cap, loss)) = estimates.iter().find(|e| e.0 == l.name) {
             l.est_capacity_down_kbps = *cap;
@@ -373,9 +373,13 @@ impl Counters {
 }
 
 /// What each pass of each drive-by link carried down to the vehicle, MB of IP packets, in time
-/// order (the simulator's `wifi_pass_mb`).
-fn wifi_pass_mb(links: &[LinkReport]) -> Vec<f64> {
-    DrivePass::mb_per_pass(links.iter().filter_map(|l| Some((&**l.pass.as_ref()?, &l.down_bytes_per_step[..]))))
+/// order (the simulator's `wifi_pass_mb`): the passes that began before the emulator stopped at
+/// `emulated`.
+fn wifi_pass_mb(links: &[LinkReport], emulated: Duration) -> Vec<f64> {
+    DrivePass::mb_per_pass(
+        links.iter().filter_map(|l| Some((&**l.pass.as_ref()?, &l.down_bytes_per_step[..]))),
+        emulated,
+    )
 }
 
 /// Per-link results; utilisation is over the whole time the links were up (`elapsed`).

@@ -336,12 +336,16 @@ impl DrivePass {
     }
 
     /// What each pass of several drive-by links carried, MB, in time order: each link's pass and
-    /// its bytes delivered per [`STEP`] ([`Self::bytes_per_coverage`]). The simulator and the
+    /// its bytes delivered per [`STEP`] ([`Self::bytes_per_coverage`]), for the passes that began
+    /// before `until` (the run's end: the testbed realises a pass for hours ahead, and the passes
+    /// the vehicle never reached are not passes that carried nothing). The simulator and the
     /// testbed both report `wifi_pass_mb` this way.
-    pub fn mb_per_pass<'a>(links: impl IntoIterator<Item = (&'a DrivePass, &'a [u64])>) -> Vec<f64> {
+    pub fn mb_per_pass<'a>(links: impl IntoIterator<Item = (&'a DrivePass, &'a [u64])>, until: Duration) -> Vec<f64> {
+        let end = (until.as_micros() / STEP.as_micros()) as usize;
         let mut passes: Vec<(usize, f64)> = links
             .into_iter()
             .flat_map(|(pass, steps)| pass.bytes_per_coverage(steps))
+            .filter(|(at, _)| *at < end)
             .map(|(at, b)| (at, b as f64 / 1e6))
             .collect();
         passes.sort_by_key(|p| p.0);
@@ -523,6 +527,24 @@ mod tests {
         assert_eq!(got, cov.iter().map(|(_, r)| (r.start, r.len() as u64)).collect::<Vec<_>>());
         let short = p.bytes_per_coverage(&ones[..cov[0].1.end]);
         assert_eq!(short, vec![(cov[0].1.start, cov[0].1.len() as u64), (cov[1].1.start, 0)]);
+    }
+
+    #[test]
+    fn passes_the_vehicle_never_reached_are_not_counted() {
+        // The testbed realises a pass hours ahead; a run of 200 s on a 200 s loop made only the
+        // first lap's two passes, not the later laps' passes with nothing delivered.
+        let d = DriveBy {
+            vehicle: Vehicle { speed_mps: 20.0, start_m: 3000.0, route_m: Some(4000.0) },
+            aps_m: vec![0.0, 2000.0],
+            ..paper()
+        };
+        let p = d.realise(1, Duration::from_secs(1000));
+        assert!(p.coverages().len() >= 8, "five laps, two passes each: {:?}", p.coverages());
+        let mut ones = vec![1u64; p.radio.len()];
+        ones.truncate(2000);
+        let got = DrivePass::mb_per_pass([(&p, &ones[..])], Duration::from_secs(200));
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(got.iter().all(|mb| *mb > 0.0), "{got:?}");
     }
 
     #[test]
