@@ -848,7 +848,7 @@ impl Session {
             return false;
         }
         let bulk = self.loaded_since.is_some_and(|t| now.saturating_duration_since(t) >= AUTO_AQM_BULK);
-        bulk && self.usable_slots().filter_map(|s| s.tx.min_path_rtt()).min().is_some_and(|r| r >= AUTO_AQM_MIN_RTT)
+        bulk && self.usable_slots().filter_map(|s| s.tx.path_rtt()).min().is_some_and(|r| r >= AUTO_AQM_MIN_RTT)
     }
 
     /// How long new data may meet no queue before a bulk load counts as gone: [`AUTO_AQM_HOLD`],
@@ -859,7 +859,7 @@ impl Session {
     /// in bursts (FMTCP Table II case 1, seed 2: 11.6 Mbit/s against 15.0-15.1 for seeds 1 and
     /// 3, whose spell never broke after the start).
     fn bulk_hold(&self) -> Duration {
-        let rtt = self.usable_slots().filter_map(|s| s.tx.min_path_rtt()).min().unwrap_or(Duration::ZERO);
+        let rtt = self.usable_slots().filter_map(|s| s.tx.path_rtt()).min().unwrap_or(Duration::ZERO);
         AUTO_AQM_HOLD.max(rtt * AUTO_AQM_HOLD_RTTS)
     }
 
@@ -874,7 +874,7 @@ impl Session {
         self.cfg.recovery == RecoveryKind::Auto
             && !self.cfg.aqm.enabled
             && self.usable_slots().nth(1).is_some()
-            && self.usable_slots().filter_map(|s| s.tx.min_path_rtt()).min().is_none_or(|r| r < AUTO_AQM_MIN_RTT)
+            && self.usable_slots().filter_map(|s| s.tx.path_rtt()).min().is_none_or(|r| r < AUTO_AQM_MIN_RTT)
     }
 
     /// Whether every other link that carries data has a queue too (the newest packet on it met

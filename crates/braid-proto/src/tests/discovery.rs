@@ -68,6 +68,23 @@ fn auto_runs_codel_only_for_bulk_load_on_long_paths() {
 }
 
 #[test]
+fn auto_judges_the_path_by_its_reports_once_probes_go_stale() {
+    // A drive-by pass: the access point's link is probed in the fringe, where its round trip is
+    // long (80 ms at 1 Mbit/s), and is then busy through the production phase, where it is short
+    // and carries no probe. The reports' round trips say the path is short now: no CoDel. Judged
+    // by the probes alone, CoDel ran on the 20 ms path through the whole pass.
+    let mut p = Pair::new(&[(40, 10_000.0)], cfg(RecoveryKind::Auto, SchedulerKind::MinDelay));
+    p.advance(Duration::from_secs(2));
+    let probed = p.server.link_status(p.now)[0].srtt.expect("probed while idle");
+    assert!(probed >= Duration::from_millis(80), "probe round trip {probed:?}");
+    p.links[0].delay = Duration::from_millis(5);
+    offer(&mut p, 12.0, 4.0);
+    p.advance(Duration::from_secs(3));
+    let dropped = p.server.stats().aqm_dropped;
+    assert_eq!(dropped, 0, "{dropped} dropped at the ingress of a 10 ms path");
+}
+
+#[test]
 fn a_link_of_weight_zero_takes_no_data_under_any_scheduler() {
     for scheduler in [
         SchedulerKind::MinDelay,
