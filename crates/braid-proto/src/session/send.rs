@@ -377,9 +377,11 @@ impl Session {
     /// `scenarios/testbed-two-modems.toml`) was 30 ms, each drop left the uplinks short for
     /// seconds, and the default carried 18.7 Mbit/s (8 runs); at 45 ms, 20.5.
     ///
-    /// Round trips of the paths, not the smoothed ones: those grow with the very queue CoDel is
-    /// to judge, and an interval of three inflated round trips let a 200 ms path's queue pass
-    /// its 200 ms buffer before the first drop (FMTCP Table II case 8).
+    /// At most twice the fast path's round trip, and of the paths, not the smoothed ones: an
+    /// interval of three inflated round trips let a 200 ms path's queue pass its 200 ms buffer
+    /// before the first drop (FMTCP Table II case 8), and following its 500 ms path's extra
+    /// 400 ms CoDel did not drop within 2.7 s at 125 % of both paths
+    /// (`aqm_opens_a_slower_link_once_the_backlog_is_as_late_as_it_is`).
     pub(crate) fn aqm_round_trip(&self) -> Option<std::time::Duration> {
         let min_rtt = self.usable_slots().filter_map(|s| s.tx.min_rtt()).min()?;
         if !self.scheduler_shares_load() {
@@ -387,8 +389,8 @@ impl Session {
         }
         let reference = self.reference_owd();
         let fastest = self.usable_slots().map(|s| s.tx.relative_owd_us(reference)).min().unwrap_or(0).max(0);
-        let extra = (self.equalized_delay_us(reference) - fastest).max(0);
-        Some(min_rtt + std::time::Duration::from_micros(extra as u64))
+        let extra = std::time::Duration::from_micros((self.equalized_delay_us(reference) - fastest).max(0) as u64);
+        Some(min_rtt + extra.min(min_rtt))
     }
 
     /// The one-way delay (µs, relative to `reference`) up to which braid fills a full link before
