@@ -19,8 +19,10 @@
 //! by the queue it is about to join, plus whatever time it waited in braid for a full link
 //! (under `min-delay` and `eat`, a link whose queue is at [`AqmConfig::link_queue_limit`] and
 //! still delivers first). The control law, the interval and the re-entry rule are CoDel's. Target
-//! and interval follow the uplinks' smallest *minimum* RTT (the last 10 s of probes), not the
-//! smoothed one, which grows with the very queue CoDel judges.
+//! and interval follow the passengers' round trip: the uplinks' smallest *minimum* RTT (the last
+//! 10 s of probes), not the smoothed one, which grows with the very queue CoDel judges, plus under
+//! `min-delay` and `eat` the extra one-way delay of the slowest link the load spreads to, at most
+//! doubling it (`Session::aqm_round_trip`).
 
 use crate::time::Instant;
 use std::time::Duration;
@@ -36,7 +38,7 @@ pub struct AqmConfig {
     /// CoDel's target: the standing queue it tolerates. Never below this; on long paths a
     /// fraction of the round trip (see [`AqmConfig::target_fraction`]).
     pub target: Duration,
-    /// The target as a fraction of the uplinks' smallest round trip, when that is larger than
+    /// The target as a fraction of the passengers' round trip, when that is larger than
     /// `target`. A single CUBIC flow backs off to 0.7 of its window, and only about 0.43 of its BDP
     /// queued keeps the uplinks busy through that (more of the uplinks' delay when braid's
     /// sequencing buffer lengthens its round trip). 0.5 covers that; it was 0.3, a shorter
@@ -47,7 +49,7 @@ pub struct AqmConfig {
     /// every drop.
     pub target_fraction: f64,
     /// CoDel's interval: how long the queue may stay above target before the first drop. Never
-    /// below this, and at least [`AqmConfig::interval_rtts`] of the uplinks' smallest round trip.
+    /// below this, and at least [`AqmConfig::interval_rtts`] of the passengers' round trip.
     pub interval: Duration,
     /// The interval in round trips. RFC 8289 4.2 sets it to the worst-case RTT of the flows
     /// through the queue. Passengers' round trips through braid are longer than the uplinks' (the
@@ -93,7 +95,7 @@ impl Default for AqmConfig {
 }
 
 impl AqmConfig {
-    /// The (target, interval) in force for a path whose smallest round trip is `min_rtt`.
+    /// The (target, interval) in force for passengers whose round trip is `min_rtt`.
     pub fn effective(&self, min_rtt: Option<Duration>) -> (Duration, Duration) {
         let rtt = min_rtt.unwrap_or(Duration::ZERO);
         let interval = self.interval.max(rtt.mul_f64(self.interval_rtts.clamp(0.0, 100.0)));

@@ -376,12 +376,34 @@ impl Session {
             // Plus the time it waited in braid for a full link (`pick_data_link`).
             slot.tx.queue_delay(now) + waited
         };
-        // The path's round trip, not the smoothed one: that grows with the queue CoDel is to
-        // judge, and an interval of three inflated RTTs let a 200 ms path's queue pass its
-        // 200 ms buffer before the first drop (FMTCP Table II case 8).
-        let min_rtt = self.usable_slots().filter_map(|s| s.tx.min_rtt()).min();
-        let (target, interval) = aqm.effective(min_rtt);
+        let (target, interval) = aqm.effective(self.aqm_round_trip());
         self.codel.should_drop(now, sojourn, target, interval)
+    }
+
+    /// The passengers' round trip that CoDel's target and interval follow
+    /// ([`crate::aqm::AqmConfig::effective`]): the uplinks' smallest path round trip, and under
+    /// the load-sharing schedulers that plus the one-way delay braid fills the fastest link up
+    /// to before it opens a slower one ([`Session::equalized_delay_us`]): once the load spreads,
+    /// every passenger packet arrives that late, so the passengers' window and the queue that
+    /// keeps the uplinks busy through a CUBIC back-off grow with it. Following the fastest path
+    /// alone, CoDel's target on two modems of 60 and 120 ms round trip (20 and 8 Mbit/s,
+    /// `scenarios/testbed-two-modems.toml`) was 30 ms, each drop left the uplinks short for
+    /// seconds, and the default carried 18.7 Mbit/s (8 runs); at 45 ms, 20.5.
+    ///
+    /// At most twice the fast path's round trip, and of the paths, not the smoothed ones: an
+    /// interval of three inflated round trips let a 200 ms path's queue pass its 200 ms buffer
+    /// before the first drop (FMTCP Table II case 8), and following its 500 ms path's extra
+    /// 400 ms CoDel did not drop within 2.7 s at 125 % of both paths
+    /// (`aqm_opens_a_slower_link_once_the_backlog_is_as_late_as_it_is`).
+    pub(crate) fn aqm_round_trip(&self) -> Option<std::time::Duration> {
+        let min_rtt = self.usable_slots().filter_map(|s| s.tx.min_rtt()).min()?;
+        if !self.scheduler_shares_load() {
+            return Some(min_rtt);
+        }
+        let reference = self.reference_owd();
+        let fastest = self.usable_slots().map(|s| s.tx.relative_owd_us(reference)).min().unwrap_or(0).max(0);
+        let extra = std::time::Duration::from_micros((self.equalized_delay_us(reference) - fastest).max(0) as u64);
+        Some(min_rtt + extra.min(min_rtt))
     }
 
     /// The one-way delay (µs, relative to `reference`) up to which braid fills a full link before

@@ -85,6 +85,25 @@ fn auto_judges_the_path_by_its_reports_once_probes_go_stale() {
 }
 
 #[test]
+fn codel_follows_the_round_trip_of_the_slowest_link_the_load_spreads_to() {
+    // testbed-two-modems' paths: 30 and 60 ms one way, 20 and 8 Mbit/s. Under a load that needs
+    // both, every packet arrives as late as over the slower path, and the passengers' round trip
+    // is the fast path's 60 ms plus that 30 ms: CoDel's target and interval follow it, not the
+    // fast path's alone (a 30 ms target left the modems short after each drop).
+    let mut p = Pair::new(&[(30, 20_000.0), (60, 8_000.0)], cfg(RecoveryKind::Auto, SchedulerKind::MinDelay));
+    p.advance(Duration::from_secs(2));
+    offer(&mut p, 26.0, 3.0);
+    let rtt = p.server.aqm_round_trip().expect("round trips measured");
+    assert!((Duration::from_millis(85)..=Duration::from_millis(100)).contains(&rtt), "{rtt:?}");
+    // Equal paths: their round trip.
+    let mut p = Pair::new(&[(30, 10_000.0), (30, 10_000.0)], cfg(RecoveryKind::Auto, SchedulerKind::MinDelay));
+    p.advance(Duration::from_secs(2));
+    offer(&mut p, 18.0, 2.0);
+    let rtt = p.server.aqm_round_trip().expect("round trips measured");
+    assert!((Duration::from_millis(58)..=Duration::from_millis(66)).contains(&rtt), "{rtt:?}");
+}
+
+#[test]
 fn a_link_of_weight_zero_takes_no_data_under_any_scheduler() {
     for scheduler in [
         SchedulerKind::MinDelay,
