@@ -17,8 +17,9 @@
 # so that a shared machine's other work (builds) does not set the latency it measures: Linux
 # shares the cores between autogroups first, and a woken thread of an equal group waits for a busy
 # neighbour's time slice (up to a scheduler tick) often enough to be the p99. The run itself takes
-# well under one core outside the load phase. SHARED=1 runs it in the caller's session and
-# priority instead. Without autogroups (kernel.sched_autogroup_enabled=0) the script renices
+# well under one core outside the load phase (Ctrl-C does not reach a session of its own: the
+# run goes on to its end and cleans up; kill its process group to stop it). SHARED=1 runs it in
+# the caller's session and priority instead. Without autogroups (kernel.sched_autogroup_enabled=0) the script renices
 # itself to $AUTOGROUP_NICE, which the server and emulator inherit.
 # Needs root (namespace, TUN, priorities). Not a timed test: figures are printed, never asserted.
 #   scripts/bench-fleet.sh [N] [LOAD] [MBIT_PER_VEHICLE] [SECS] [ROUNDS]
@@ -30,7 +31,7 @@
 #                                             # baseline runs without the setting
 set -euo pipefail
 if [ "${SHARED:-0}" != 1 ] && [ -z "${BENCH_FLEET_SESSION:-}" ]; then
-  exec env BENCH_FLEET_SESSION=1 setsid -w "$0" "$@"
+  exec env BENCH_FLEET_SESSION=1 setsid -w bash "$0" "$@"
 fi
 cd "$(dirname "$0")/.."
 N=${1:-1000}
