@@ -19,8 +19,9 @@
 # neighbour's time slice (up to a scheduler tick) often enough to be the p99. The run itself takes
 # well under one core outside the load phase (Ctrl-C does not reach a session of its own: the
 # run goes on to its end and cleans up; kill its process group to stop it). SHARED=1 runs it in
-# the caller's session and priority instead. Without autogroups (kernel.sched_autogroup_enabled=0) the script renices
-# itself to $AUTOGROUP_NICE, which the server and emulator inherit.
+# the caller's session and priority instead. Without autogroups
+# (kernel.sched_autogroup_enabled=0) the script renices itself to $AUTOGROUP_NICE, which the
+# server and emulator inherit.
 # Needs root (namespace, TUN, priorities). Not a timed test: figures are printed, never asserted.
 #   scripts/bench-fleet.sh [N] [LOAD] [MBIT_PER_VEHICLE] [SECS] [ROUNDS]
 #   BASELINE=/path/to/older/braid scripts/bench-fleet.sh 1000   # the same rounds with that server too
