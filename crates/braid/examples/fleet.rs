@@ -15,6 +15,12 @@
 //!    offering the same rate of 1,200-byte passenger packets, counted by the server (`braid
 //!    status`: packets each vehicle's session delivered to its TUN device).
 //!
+//! The vehicles other than vehicle 0 stand for other hosts: while they join and idle their thread
+//! runs at nice [`FLEET_NICE`] (or the environment's `FLEET_NICE`), so that on a machine whose
+//! cores the server shares with them their handshakes' Diffie-Hellman work waits for the server's
+//! threads and vehicle 0's rather than the other way round (on a real network it runs on other
+//! machines' cores). Vehicle 0 runs on a thread of its own at the ordinary priority.
+//!
 //! ```text
 //! fleet keys N
 //! fleet run SERVER:PORT SERVER_PUBKEY N SERVER_PID CONTROL_SOCKET [LOAD [MBIT_PER_VEHICLE [SECS]]]
@@ -39,6 +45,9 @@ const LOAD_PACKET: usize = 1200;
 const PING_EVERY: Duration = Duration::from_millis(20);
 /// How long an initiation waits for its answer before the next.
 const HANDSHAKE_RETRY: Duration = Duration::from_secs(1);
+/// The nice value of the thread that runs the vehicles other than vehicle 0 while they join and
+/// idle (the lowest priority); the environment's `FLEET_NICE` overrides it.
+const FLEET_NICE: i32 = 19;
 
 /// Vehicle `i`'s static key: derived from `i`, so that `keys` and `run` agree.
 fn secret(i: usize) -> StaticSecret {
@@ -273,6 +282,14 @@ impl Vehicle {
     }
 }
 
+/// Sets the calling thread's nice value; a failure (raising it back needs CAP_SYS_NICE) is
+/// printed and the run goes on.
+fn set_nice(nice: i32) {
+    if let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), nice) {
+        eprintln!("fleet: cannot set this thread's nice value to {nice}: {e}");
+    }
+}
+
 /// The server's resident memory, bytes.
 fn rss(pid: u32) -> u64 {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -401,6 +418,15 @@ async fn run(args: &[String]) -> Result<(), Error> {
             }
         })
     };
+    // This thread runs the other vehicles from here on: below the server and vehicle 0 while
+    // they join and idle (Linux keeps nice values per thread, and vehicle 0's thread already
+    // exists with its own).
+    let own_nice = rustix::process::getpriority_process(Some(rustix::thread::gettid())).unwrap_or(0);
+    let fleet_nice = match std::env::var("FLEET_NICE") {
+        Ok(v) => v.parse().map_err(|_| format!("FLEET_NICE: {v:?} is not a nice value"))?,
+        Err(_) => FLEET_NICE,
+    };
+    set_nice(fleet_nice);
     let mut tasks = Vec::new();
     let far = tokio::time::Instant::now() + Duration::from_secs(30);
     collect(&mut rep_rx, far, &mut idle_rtts, &mut joined, &mut failed, Some(1)).await;
@@ -473,9 +499,33 @@ async fn run(args: &[String]) -> Result<(), Error> {
         (rss1.saturating_sub(rss0)) as f64 / sessions.max(1) as f64 / 1e3
     );
 
-    // Load: LOAD vehicles offer MBIT each.
+    // Load: LOAD vehicles offer MBIT each, generated at the process's own priority, so that the
+    // cores are shared between the emulator and the server as by any two processes.
+    set_nice(own_nice);
     let load = load.min(n);
-    let before = delivered(&control)?;
+    if load > 0 {
+        measure_load(&phase_tx, &sent, &control, pid, load, mbit, secs).await?;
+    }
+    phase_tx.send(Phase::Stop)?;
+    for t in tasks {
+        let _ = tokio::time::timeout(Duration::from_secs(2), t).await;
+    }
+    let _ = probe.join();
+    Ok(())
+}
+
+/// The load phase: vehicles 1..=`load` offer `mbit` each for `secs`; prints what the server
+/// delivered, per-vehicle fairness and both sides' CPU time.
+async fn measure_load(
+    phase_tx: &watch::Sender<Phase>,
+    sent: &AtomicU64,
+    control: &str,
+    pid: u32,
+    load: usize,
+    mbit: f64,
+    secs: f64,
+) -> Result<(), Error> {
+    let before = delivered(control)?;
     let cpu_load0 = (cpu_seconds(&pid.to_string()), cpu_seconds("self"));
     let t = std::time::Instant::now();
     // Vehicles 1..=LOAD offer load; the others stay idle.
@@ -485,9 +535,8 @@ async fn run(args: &[String]) -> Result<(), Error> {
     let el = t.elapsed().as_secs_f64();
     let cpu_load = (cpu_seconds(&pid.to_string()) - cpu_load0.0, cpu_seconds("self") - cpu_load0.1);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let after = delivered(&control)?;
-    let rates: Vec<f64> = (1..=n)
-        .filter(|i| *i <= load)
+    let after = delivered(control)?;
+    let rates: Vec<f64> = (1..=load)
         .map(|i| {
             let name = vehicle_name(i);
             let d = after.get(&name).copied().unwrap_or(0).saturating_sub(before.get(&name).copied().unwrap_or(0));
@@ -508,11 +557,6 @@ async fn run(args: &[String]) -> Result<(), Error> {
         cpu_load.0,
         cpu_load.1
     );
-    phase_tx.send(Phase::Stop)?;
-    for t in tasks {
-        let _ = tokio::time::timeout(Duration::from_secs(2), t).await;
-    }
-    let _ = probe.join();
     Ok(())
 }
 
