@@ -100,16 +100,6 @@ pub const CODING_GAIN_RECOVERY: f64 = 0.005;
 /// How long the peer's measurement closes a link to coding: a link it no longer reports on (no
 /// data on it) opens again after this.
 pub const CODING_ECHO_FRESH: Duration = Duration::from_millis(500);
-/// The newest echo must be of a send this recent for a probe to add packets on top of a link's
-/// load ([`TxLink::probe_room`]): a quarter of [`PROBE_LEN`], so that the queue they build on a
-/// link with no more room ends the probe within a fraction of its length.
-pub const PROBE_FEEDBACK: Duration = Duration::from_millis(50);
-/// A probe adds packets on top of a link's load only while the peer measured less queue than
-/// this on it ([`TxLink::probe_room`]): a link that is the bottleneck of a bulk flow shows a few
-/// milliseconds, and extra packets there only displace the passengers' (bench-bond's 20 + 20
-/// Mbit/s lost 0.7 Mbit/s of its median with them on every probe); an under-used link, fed its
-/// estimate and no more, shows none beyond the hosts' timestamp jitter.
-pub const PROBE_ROOM_QUEUE: Duration = Duration::from_millis(2);
 /// How soon a probe held back by a queue is tried again.
 const PROBE_RETRY: Duration = Duration::from_millis(250);
 /// The gain while a link's estimate keeps rising probe after probe (BBR's startup gain, 2/ln 2
@@ -188,17 +178,11 @@ pub struct TxLink {
     sends: VecDeque<Sent>,
     corrected_at: Option<Instant>,
     probe: ProbePhase,
-    /// While a probe runs, when its next extra packet may go ([`Self::probe_room`]); `None` while
-    /// the echoes are stale.
-    probe_paced_at: Option<Instant>,
     /// The last probe raised the estimate: the next one follows at once, at [`GROWTH_GAIN`].
     growing: bool,
     /// The queue the newest echoed datagram met, µs (the peer's measurement), and when it came.
     echoed_queue_us: i64,
     echoed_at: Option<Instant>,
-    /// When we sent the datagram the newest echo is of, and the queue the model predicted for it, µs.
-    echoed_sent_at: Option<Instant>,
-    echoed_model_us: f64,
     /// [`Self::coding_stall_noted`].
     coding_stall_noted: bool,
     /// The coding gain right after its last cut and when that was ([`Self::coding_gain`]).
@@ -237,14 +221,11 @@ impl TxLink {
             sends: VecDeque::new(),
             corrected_at: None,
             probe: ProbePhase::Idle { next: now },
-            probe_paced_at: None,
             // A link whose capacity nobody configured starts as BBR does, doubling; one with a
             // configured figure is only checked now and then.
             growing: bootstrap_bps <= 0.0,
             echoed_queue_us: 0,
             echoed_at: None,
-            echoed_sent_at: None,
-            echoed_model_us: 0.0,
             coding_stall_noted: false,
             coding_cut: None,
             coding_next: now,
@@ -286,12 +267,10 @@ impl TxLink {
         let settle = PROBE_LEN + self.srtt.unwrap_or(Duration::from_millis(100)).min(Duration::from_millis(500));
         match self.probe {
             ProbePhase::Probing { until, base, .. } if now >= until => {
-                tracing::debug!(link = %self.id, base_kbps = base / 1e3, "capacity probe ends");
                 self.probe = ProbePhase::Settling { until: now + settle, base };
             }
             ProbePhase::Settling { until, .. } if now >= until => {
                 // Nothing more was found: probe again only after a while, gently.
-                tracing::debug!(link = %self.id, "capacity probe found nothing more");
                 self.growing = false;
                 self.probe = ProbePhase::Idle { next: now + PROBE_PERIOD };
             }
@@ -306,56 +285,10 @@ impl TxLink {
                     return;
                 }
                 let gain = if self.growing { GROWTH_GAIN } else { CRUISE_GAIN };
-                tracing::debug!(link = %self.id, gain, base_kbps = self.capacity_bps() / 1e3, "capacity probe starts");
                 self.probe = ProbePhase::Probing { until: now + PROBE_LEN, gain, base: self.capacity_bps() };
-                self.probe_paced_at = self.echoes_fresh(now).then_some(now);
             }
-            ProbePhase::Probing { .. } if !self.echoes_fresh(now) => self.probe_paced_at = None,
             _ => {}
         }
-    }
-
-    /// Whether the newest echo is of a send within [`PROBE_FEEDBACK`] of `now`.
-    fn echoes_fresh(&self, now: Instant) -> bool {
-        self.echoed_sent_at.is_some_and(|t| now.saturating_duration_since(t) <= PROBE_FEEDBACK)
-    }
-
-    /// Whether a probe's extra packet may go at `now`, the modelled queue empty or not: a probe
-    /// adds `(gain - 1) x estimate` of coded packets on top of whatever the link carries, paced
-    /// ([`Self::on_send_spare`]), as BBR sends at its probing gain whatever its data.
-    ///
-    /// Into an empty modelled queue alone, a probe sent nothing on a link the earliest-arrival
-    /// rule kept fed at its estimate: it fills an under-used link's modelled queue up to the
-    /// busiest link's, so the modelled queue never empties. On bench-bond's 20 + 20 Mbit/s
-    /// (upload, the passengers' TCP BBR) one uplink in five came out of the flow's start at 1-2
-    /// Mbit/s and took 4-10 s to climb to 20 (debug trace: every probe "found nothing"), the run
-    /// at 22-31 Mbit/s. Coded packets, not data: a link's share of the passengers' packets stays
-    /// the scheduler's.
-    ///
-    /// Only while the newest echo shows room ([`PROBE_ROOM_QUEUE`]) and is of a send within
-    /// [`PROBE_FEEDBACK`], so that a queue the extra packets build stops them within a fraction
-    /// of the probe's length.
-    pub fn probe_room(&self, now: Instant) -> bool {
-        self.is_probing()
-            && self.echoes_fresh(now)
-            && self.echoes_room()
-            && self.probe_paced_at.is_some_and(|t| now >= t)
-    }
-
-    /// When the running probe's next extra packet may go ([`Self::probe_room`]); `None` when the
-    /// echoes will be stale by then (a new echo is an input, after which this is asked again).
-    pub fn probe_paced_at(&self) -> Option<Instant> {
-        let fresh_until = self.echoed_sent_at? + PROBE_FEEDBACK;
-        self.probe_paced_at.filter(|&t| self.is_probing() && self.echoes_room() && t <= fresh_until)
-    }
-
-    /// Whether the newest echo shows room on the link: the peer measured less than
-    /// [`PROBE_ROOM_QUEUE`] of queue, and that much less than the model predicted (the link
-    /// drains faster than its estimate).
-    fn echoes_room(&self) -> bool {
-        let room = PROBE_ROOM_QUEUE.as_micros() as f64;
-        let measured = self.echoed_queue_us.max(0) as f64;
-        measured < room && self.echoed_model_us - measured >= room
     }
 
     /// The peer's estimate moved to `bps` at `now`: a rise during or just after a probe is its
@@ -529,25 +462,15 @@ impl TxLink {
     /// link is no faster the model is short by what the probe overfilled; the peer's echoes show
     /// that queue ([`Self::check_queue`]), which ends the probe and corrects the model.
     pub fn on_send_spare(&mut self, now: Instant, size: usize) -> u64 {
-        let ProbePhase::Probing { gain, .. } = self.probe else {
-            let paced = tx_time_us(size, self.capacity_bps() * self.coding_gain(now));
-            self.coding_next = now + Duration::from_micros(paced.ceil() as u64);
-            return self.on_send_at(now, size, self.capacity_bps(), true);
+        let rate = match self.probe {
+            ProbePhase::Probing { gain, .. } => self.capacity_bps() * gain,
+            _ => {
+                let paced = tx_time_us(size, self.capacity_bps() * self.coding_gain(now));
+                self.coding_next = now + Duration::from_micros(paced.ceil() as u64);
+                self.capacity_bps()
+            }
         };
-        if self.queue_is_empty(now) || !self.probe_room(now) {
-            // Into an empty modelled queue, or a coded packet of the recovery scheme's own
-            // (a repair goes whatever the queue): room in the model at the probe's gain.
-            return self.on_send_at(now, size, self.capacity_bps() * gain, true);
-        }
-        // The probe's extra rate, (gain - 1) x estimate ([`Self::probe_room`]): whole
-        // microseconds, rounded up, so that the timer for the next one is in the future.
-        let us = tx_time_us(size, self.capacity_bps() * (gain - 1.0)).ceil().max(1.0);
-        self.probe_paced_at = Some(self.probe_paced_at.unwrap_or(now).max(now) + Duration::from_micros(us as u64));
-        // An extra packet on top of a modelled queue takes no room in the model: it is what the
-        // probe asks the link to carry beyond the estimate, and counted in, it would push the
-        // passengers' packets onto slower links. Where the link has no more room, the queue it
-        // builds comes back in the peer's echoes ([`Self::check_queue`]).
-        self.on_send_at(now, size, f64::INFINITY, true)
+        self.on_send_at(now, size, rate, true)
     }
 
     fn on_send_at(&mut self, now: Instant, size: usize, rate_bps: f64, confirmable: bool) -> u64 {
@@ -594,11 +517,6 @@ impl TxLink {
         let Some(sent) = self.sends.iter().rev().find(|s| s.wire_ts == echo_ts).copied() else { return false };
         self.echoed_queue_us = measured_us;
         self.echoed_at = Some(now);
-        self.echoed_sent_at = Some(sent.at);
-        self.echoed_model_us = sent.queue_us;
-        if self.is_probing() && self.probe_paced_at.is_none() && self.echoes_fresh(now) {
-            self.probe_paced_at = Some(now);
-        }
         if self.corrected_at.is_some_and(|c| sent.at <= c) {
             return false;
         }
@@ -624,7 +542,6 @@ impl TxLink {
         // A queue beyond the model's while probing: the link has no more to give. Stop at once,
         // before the modem's buffer overflows (BBR leaves startup when the pipe is full).
         if let ProbePhase::Probing { .. } | ProbePhase::Settling { .. } = self.probe {
-            tracing::debug!(link = %self.id, error_ms = error / 1e3, "capacity probe stopped by a queue");
             self.growing = false;
             self.probe = ProbePhase::Idle { next: now + PROBE_PERIOD };
         }
@@ -884,38 +801,6 @@ mod tests {
         l.on_send(t1, 1250);
         assert!(!l.check_queue(t1, 12345, 1_000_000));
         assert!(l.check_queue(t1, t1.wire_timestamp(), 200_000));
-    }
-
-    #[test]
-    fn a_probe_adds_paced_packets_to_a_link_whose_modelled_queue_never_empties() {
-        // Regression (bench-bond 20 + 20 Mbit/s, upload): a probe's coded packets went only into
-        // an empty modelled queue, and a link the earliest-arrival rule kept fed at its estimate
-        // never had one. A probe now adds (gain - 1) x estimate of them, paced, while the echoes
-        // are fresh and show the link all but empty.
-        let mut l = link(); // 1 Mbit/s, cruise gain 1.25: one 1250-byte packet per 40 ms extra
-        let t0 = Instant::from_millis(10);
-        l.handle_probe_timer(t0, true);
-        assert!(l.is_probing());
-        assert!(!l.probe_room(t0), "no echo yet: a probe adds nothing on a path it cannot hear from");
-        l.on_send(t0, 1250);
-        let t1 = t0 + Duration::from_millis(2);
-        l.check_queue(t1, t0.wire_timestamp(), 0);
-        l.on_send(t1, 1250); // data keeps the modelled queue busy
-        assert!(!l.queue_is_empty(t1));
-        assert!(l.probe_room(t1));
-        let before = l.queue_delay(t1);
-        l.on_send_spare(t1, 1250);
-        assert_eq!(l.queue_delay(t1), before, "the extra packet takes no room in the model");
-        assert!(!l.probe_room(t1));
-        assert_eq!(l.probe_paced_at(), Some(t1 + Duration::from_millis(40)));
-        // Echoes older than PROBE_FEEDBACK stop the extra packets.
-        assert!(!l.probe_room(t0 + PROBE_FEEDBACK + Duration::from_millis(1)));
-        // So does an echo of a queue of PROBE_ROOM_QUEUE: the link is busy.
-        let t2 = t1 + Duration::from_millis(40);
-        l.check_queue(t2, t1.wire_timestamp(), PROBE_ROOM_QUEUE.as_micros() as i64);
-        assert!(l.is_probing());
-        assert!(!l.probe_room(t2));
-        assert_eq!(l.probe_paced_at(), None);
     }
 
     #[test]

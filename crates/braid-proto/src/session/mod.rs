@@ -779,12 +779,10 @@ impl Session {
                 // One whose sends have gone unconfirmed too long waits for a report, an input.
                 if !s.tx.coding_stall_noted() {
                     let paced = Some(s.tx.coding_paced_until()).filter(|_| !s.tx.is_probing());
-                    // A probe's paced extra packets go on top of a busy link
-                    // ([`crate::link::TxLink::probe_room`]), copies of recent data: only with
-                    // some to copy.
-                    let extra = s.tx.probe_paced_at().filter(|_| material);
-                    let room = extra.map_or(s.tx.queue_drained_at(), |t| t.min(s.tx.queue_drained_at()));
-                    let at = room.max(closed.unwrap_or(Instant::ZERO)).max(paced.unwrap_or(Instant::ZERO));
+                    let at =
+                        s.tx.queue_drained_at()
+                            .max(closed.unwrap_or(Instant::ZERO))
+                            .max(paced.unwrap_or(Instant::ZERO));
                     out.push((Timer::Opportunity(s.tx.id), at));
                 }
             }

@@ -152,10 +152,7 @@ impl Session {
                 // into a link whose sends have gone unconfirmed too long: no echo can stop them.
                 let ri = self.cfg.report_interval;
                 let room = (s.tx.is_probing() && !s.tx.coding_stalled(now, ri)) || s.tx.coding_open(now, ri);
-                (opportunistic || s.tx.is_probing())
-                    && room
-                    && (s.tx.queue_is_empty(now) || s.tx.probe_room(now))
-                    && s.meter.allows(max)
+                (opportunistic || s.tx.is_probing()) && room && s.tx.queue_is_empty(now) && s.meter.allows(max)
             })
             .map(|s| (s.tx.id, s.tx.loss(), s.tx.is_probing()))
             .collect();
