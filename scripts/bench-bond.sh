@@ -19,6 +19,7 @@
 #                    so both meet the same machine load; each gets its own table
 #   KEEP=/some/dir ...               keep every run's iperf3 JSON and both ends' final status there
 #   POLL=0.2 ...                     with KEEP: also both ends' status every 0.2 s during the run
+#   LOG=braid_proto=debug ...        the daemons' log filter (warn); with KEEP each run's logs are kept
 # Needs root and iperf3 (apt-get install iperf3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -153,6 +154,11 @@ braid_down() {
   kill "$BRAID_C" "$BRAID_S" 2>/dev/null || true
   wait "$BRAID_C" "$BRAID_S" 2>/dev/null || true
   sleep 0.3
+  # With KEEP, each run's daemon logs too (LOG=braid_proto=debug for the traces).
+  if [ -n "${KEEP:-}" ]; then
+    mkdir -p "$KEEP"; local tag; tag="$(date +%H%M%S)"
+    for side in client server; do [ ! -s "$TMP/$side.log" ] || mv "$TMP/$side.log" "$KEEP/$tag-$side.log"; done
+  fi
 }
 
 # iperf3 through the tunnel; the receiver's JSON (0.1 s intervals) into FILE.
