@@ -430,7 +430,12 @@ impl TxLink {
     /// owd of some link, to cancel the unknown clock offset): `size/capacity + Q + (d + δ)`
     /// (PluriBus 5.3). µs, may be negative.
     pub fn arrival_us(&self, now: Instant, size: usize, reference_owd: u32) -> i64 {
-        (self.queue_delay(now) + self.tx_time(size)).as_micros() as i64 + self.relative_owd_us(reference_owd)
+        self.busy_us(now, size) + self.relative_owd_us(reference_owd)
+    }
+
+    /// The part of [`Self::arrival_us`] the link's load makes: `size/capacity + Q`, µs.
+    pub fn busy_us(&self, now: Instant, size: usize) -> i64 {
+        (self.queue_delay(now) + self.tx_time(size)).as_micros() as i64
     }
 
     /// The link's empty-queue one-way delay `d + δ` relative to `reference_owd` (another link's,

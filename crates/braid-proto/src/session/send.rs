@@ -264,7 +264,7 @@ impl Session {
             .map(|s| LinkView {
                 id: s.tx.id,
                 arrival_us: weighted_arrival_us(
-                    (s.tx.queue_delay(now) + s.tx.tx_time(size + OUTER_OVERHEAD)).as_micros() as i64,
+                    s.tx.busy_us(now, size + OUTER_OVERHEAD),
                     s.tx.relative_owd_us(reference),
                     s.tx.weight,
                     w_max,

@@ -103,6 +103,11 @@ fn codel_follows_the_round_trip_of_the_slowest_link_the_load_spreads_to() {
     assert!((Duration::from_millis(58)..=Duration::from_millis(66)).contains(&rtt), "{rtt:?}");
 }
 
+/// The data packets the server has sent on link `id`.
+fn data_sent(p: &Pair, id: u8) -> u64 {
+    p.server.link_status(p.now).iter().find(|l| l.id == LinkId(id)).map_or(0, |l| l.counters.data_sent)
+}
+
 #[test]
 fn a_link_of_weight_zero_takes_no_data_under_any_scheduler() {
     for scheduler in [
@@ -118,10 +123,8 @@ fn a_link_of_weight_zero_takes_no_data_under_any_scheduler() {
         assert!(p.server.set_link_weight(LinkId(1), 0));
         let n = offer(&mut p, 1.0, 1.0);
         p.advance(Duration::from_secs(2));
-        let st = p.server.link_status(p.now);
-        let data = |id| st.iter().find(|l| l.id == LinkId(id)).map_or(0, |l| l.counters.data_sent);
-        assert_eq!(data(1), 0, "{scheduler}: the weight-0 link carried data");
-        assert_eq!(data(0), n, "{scheduler}");
+        assert_eq!(data_sent(&p, 1), 0, "{scheduler}: the weight-0 link carried data");
+        assert_eq!(data_sent(&p, 0), n, "{scheduler}");
         assert_eq!(p.delivered_down.len() as u64, n, "{scheduler}");
     }
 }
@@ -130,9 +133,6 @@ fn a_link_of_weight_zero_takes_no_data_under_any_scheduler() {
 fn a_higher_weight_is_preferred_under_every_scheduler_and_every_link_still_carries_the_surplus() {
     // Two equal 10 Mbit/s uplinks, the second of weight 3 (say a flat-rate WiFi beside a metered
     // modem of weight 1). Before, every scheduler but `wrr` ignored any weight other than 0.
-    let data = |p: &Pair, id| {
-        p.server.link_status(p.now).iter().find(|l| l.id == LinkId(id)).map_or(0, |l| l.counters.data_sent)
-    };
     for scheduler in [
         SchedulerKind::MinDelay,
         SchedulerKind::Eat,
@@ -145,7 +145,7 @@ fn a_higher_weight_is_preferred_under_every_scheduler_and_every_link_still_carri
         assert!(p.server.set_link_weight(LinkId(1), 3));
         let n = offer(&mut p, 6.0, 2.0);
         p.advance(Duration::from_secs(1));
-        let (low, high) = (data(&p, 0), data(&p, 1));
+        let (low, high) = (data_sent(&p, 0), data_sent(&p, 1));
         assert!(high >= 2 * low, "{scheduler}: weight 3 carried {high} packets, weight 1 {low}");
         assert_eq!(p.delivered_down.len() as u64, n, "{scheduler}");
     }
@@ -156,7 +156,7 @@ fn a_higher_weight_is_preferred_under_every_scheduler_and_every_link_still_carri
         assert!(p.server.set_link_weight(LinkId(1), 3));
         let n = offer(&mut p, 16.0, 2.0);
         p.advance(Duration::from_secs(1));
-        let (low, high) = (data(&p, 0), data(&p, 1));
+        let (low, high) = (data_sent(&p, 0), data_sent(&p, 1));
         assert!(low > n / 5 && high > low, "{scheduler}: under 16 Mbit/s weight 3 took {high}, weight 1 {low}");
         assert!(
             p.delivered_down.len() as u64 >= n * 95 / 100,
