@@ -6,6 +6,7 @@
 //! web, their routes and their processes) get the scenario's `[tcp]` ([`HostTcp`]); the tunnels'
 //! own processes (braid, kcptun) keep the kernel's defaults.
 
+use crate::association::{Endpoint, EndpointManager};
 use crate::hosts::HostTcp;
 use crate::netns::Netns;
 use crate::topology::{RIDERS_NET, SERVER, Topology, VAN_LAN, WEB, uplink_addr, uplink_dev};
@@ -73,6 +74,8 @@ pub struct Running {
     /// The cgroup the workload's clients must run in ([`HostTcp::cgroup`]).
     pub cgroup: Option<PathBuf>,
     children: Vec<Child>,
+    /// MPTCP's drive-by endpoints following the WiFi card's association.
+    _endpoints: Option<EndpointManager>,
 }
 
 impl Running {
@@ -116,6 +119,7 @@ pub fn start(
         target: SocketAddr::from((WEB, service.port())),
         braid_control: None,
         cgroup: hosts.cgroup().map(Path::to_path_buf),
+        _endpoints: None,
         children: Vec::new(),
     };
     let best = topo.best_uplink();
@@ -143,12 +147,31 @@ pub fn start(
                     t = 100 + i,
                     d = uplink_dev(i)
                 );
-                if i != best {
-                    let _ = write!(cmd, " && ip mptcp endpoint add {} dev {} subflow", uplink_addr(i), uplink_dev(i));
+                // A drive-by uplink's endpoint follows its association instead
+                // (`crate::association`, started with the workload).
+                if i != best && topo.links[i].drive_by.is_none() {
+                    let _ = write!(
+                        cmd,
+                        " && ip mptcp endpoint add {} dev {} id {} subflow",
+                        uplink_addr(i),
+                        uplink_dev(i),
+                        endpoint_id(i)
+                    );
                 }
             }
             topo.van.sh(&cmd)?;
             topo.web.sh("ip mptcp limits set subflow 8 add_addr_accepted 8")?;
+            let passes = topo.drive_passes();
+            let endpoints: Vec<Endpoint> = (0..topo.links.len())
+                .filter(|&i| i != best)
+                .filter_map(|i| {
+                    let pass = passes.get(i).cloned().flatten()?;
+                    Some(Endpoint { addr: uplink_addr(i), dev: uplink_dev(i), id: endpoint_id(i), pass })
+                })
+                .collect();
+            if !endpoints.is_empty() {
+                run._endpoints = Some(EndpointManager::start(topo.van.name(), endpoints, topo.clock())?);
+            }
             for ns in [&topo.van, &topo.web] {
                 let on = ns.sh("sysctl -n net.mptcp.enabled")?;
                 if on.trim() != "1" {
@@ -285,6 +308,12 @@ fn start_braid(
 }
 
 /// Writes a new private key to `path` (mode 600) with `braid genkey`; the path and its public key.
+/// The MPTCP endpoint id of uplink `i` (ids are unique among the vehicle's endpoints; 0 is the
+/// kernel's for the first subflow's address).
+fn endpoint_id(i: usize) -> u8 {
+    u8::try_from(i + 1).unwrap_or(u8::MAX)
+}
+
 fn make_key(braid_bin: &Path, path: &Path) -> anyhow::Result<(PathBuf, String)> {
     use std::os::unix::fs::PermissionsExt as _;
     let bin = path_str(braid_bin)?;

@@ -6,6 +6,7 @@
 //! `[tcp]` (congestion control, initial window, RTO bounds), as the simulator's hosts do.
 
 pub mod accuracy;
+pub mod association;
 pub mod capture;
 pub mod contender;
 pub mod emulator;
