@@ -183,6 +183,8 @@ pub struct TxLink {
     /// The queue the newest echoed datagram met, µs (the peer's measurement), and when it came.
     echoed_queue_us: i64,
     echoed_at: Option<Instant>,
+    /// The longest queue the peer has measured on this link, µs ([`Self::peak_queue`]).
+    peak_queue_us: i64,
     /// [`Self::coding_stall_noted`].
     coding_stall_noted: bool,
     /// The coding gain right after its last cut and when that was ([`Self::coding_gain`]).
@@ -225,6 +227,7 @@ impl TxLink {
             // configured figure is only checked now and then.
             growing: bootstrap_bps <= 0.0,
             echoed_queue_us: 0,
+            peak_queue_us: 0,
             echoed_at: None,
             coding_stall_noted: false,
             coding_cut: None,
@@ -521,6 +524,7 @@ impl TxLink {
     pub fn check_queue(&mut self, now: Instant, echo_ts: u32, measured_us: i64) -> bool {
         let Some(sent) = self.sends.iter().rev().find(|s| s.wire_ts == echo_ts).copied() else { return false };
         self.echoed_queue_us = measured_us;
+        self.peak_queue_us = self.peak_queue_us.max(measured_us);
         self.echoed_at = Some(now);
         if self.corrected_at.is_some_and(|c| sent.at <= c) {
             return false;
@@ -633,6 +637,12 @@ impl TxLink {
     /// model's figure, which a capacity estimate from a trickle of traffic can make far too long).
     pub fn echoed_queue(&self) -> Duration {
         Duration::from_micros(self.echoed_queue_us.max(0) as u64)
+    }
+
+    /// The longest queue the peer has measured on this link: a lower bound on its bottleneck
+    /// buffer's depth in time (a flow's slow start fills it to the brim within seconds).
+    pub fn peak_queue(&self) -> Duration {
+        Duration::from_micros(self.peak_queue_us.max(0) as u64)
     }
 
     /// Our send time of the newest datagram the peer confirmed on this link.

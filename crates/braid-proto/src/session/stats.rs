@@ -123,6 +123,9 @@ pub struct LinkStatus {
     pub coded_bytes: u64,
     /// Coded datagrams its budget held back.
     pub coded_withheld: u64,
+    /// The longest queue the peer has measured at its outgoing bottleneck: how deep that
+    /// buffer is at least.
+    pub peak_queue: Duration,
 }
 
 /// Per-link counters.

@@ -103,6 +103,25 @@ fn codel_follows_the_round_trip_of_the_slowest_link_the_load_spreads_to() {
     assert!((Duration::from_millis(58)..=Duration::from_millis(66)).contains(&rtt), "{rtt:?}");
 }
 
+#[test]
+fn auto_runs_no_codel_on_a_link_whose_buffer_holds_many_round_trips() {
+    // A lone 10 Mbit/s path of 80 ms round trip. Loaded at 14 Mbit/s, its (unbounded) buffer
+    // holds 800 ms by the time the load counts as bulk: ten round trips, a cellular modem's deep
+    // buffer, where a bulk flow's window fits and CoDel's drops only cost. No drops.
+    let mut p = Pair::new(&[(40, 10_000.0)], cfg(RecoveryKind::Auto, SchedulerKind::MinDelay));
+    p.advance(Duration::from_secs(2));
+    offer(&mut p, 14.0, 4.0);
+    let st = &p.server.link_status(p.now)[0];
+    assert!(st.peak_queue >= Duration::from_millis(320), "peak queue {:?}", st.peak_queue);
+    assert_eq!(p.server.stats().aqm_dropped, 0, "CoDel dropped on a deep buffer");
+    // Loaded at 11 Mbit/s the queue has grown to 200 ms, under four round trips, when the load
+    // counts as bulk: nothing says the buffer is deep, CoDel runs and drops.
+    let mut p = Pair::new(&[(40, 10_000.0)], cfg(RecoveryKind::Auto, SchedulerKind::MinDelay));
+    p.advance(Duration::from_secs(2));
+    offer(&mut p, 11.0, 4.0);
+    assert!(p.server.stats().aqm_dropped > 0, "CoDel never ran under a bulk load on an 80 ms path");
+}
+
 /// The data packets the server has sent on link `id`.
 fn data_sent(p: &Pair, id: u8) -> u64 {
     p.server.link_status(p.now).iter().find(|l| l.id == LinkId(id)).map_or(0, |l| l.counters.data_sent)
