@@ -597,7 +597,17 @@ impl<'a> World<'a> {
         true
     }
 
+    /// Puts a datagram on `link`'s bottleneck. `--log braid_sim::launch=trace` traces each
+    /// downstream one: its kind, whether the drop-tail queue refused it, the bytes queued ahead of
+    /// it (`real_q`) and the sending server's modelled queue on the link (`mq_us`), which is
+    /// where the queue model and the real buffer part ways.
     fn launch(&mut self, link: LinkId, kind: TransmitKind, len: usize, up: bool) {
+        let mq_us = if !up && tracing::enabled!(target: "braid_sim::launch", tracing::Level::TRACE) {
+            let t = self.server_now();
+            self.server.link_status(t).iter().find(|s| s.id == link).map_or(0, |s| s.queue.as_micros() as u64)
+        } else {
+            0
+        };
         let Some(l) = self.links.get_mut(link.0 as usize) else { return };
         let predicted_owd_us = match kind {
             TransmitKind::Data { predicted_owd_us, .. } => predicted_owd_us,
@@ -608,8 +618,17 @@ impl<'a> World<'a> {
         self.datagrams += 1;
         self.bytes_on_air += size as u64;
         let model = if up { &mut l.up } else { &mut l.down };
-        if let Enqueue::Dropped(_) = model.enqueue(self.now, size, p) {
-            // Congestion loss at the bottleneck queue; the model counts it.
+        let real_q = model.queued_bytes(self.now);
+        let dropped = matches!(model.enqueue(self.now, size, p), Enqueue::Dropped(_));
+        if !up {
+            let k = match kind {
+                TransmitKind::Data { .. } => "data",
+                TransmitKind::Resend { .. } => "resend",
+                TransmitKind::Coded => "coded",
+                TransmitKind::Feedback => "fb",
+                TransmitKind::Probe => "probe",
+            };
+            tracing::trace!(target: "braid_sim::launch", now = %self.now, link = link.0, k, size, dropped, real_q, mq_us, "launch");
         }
     }
 

@@ -494,6 +494,14 @@ impl TcpHost {
             (&mut self.sockets, &mut self.ports, &mut self.events, &self.limits, &mut self.retired);
         self.flows.retain(|&id, flow| {
             let socket = sockets.get_mut::<tcp::Socket<'static>>(flow.handle);
+            // What limits a sender (its window, the receiver's, recovery), every time its flow
+            // runs: `--log braid_sim::tcp=debug`.
+            if tracing::enabled!(target: "braid_sim::tcp", tracing::Level::DEBUG) {
+                let st = socket.sender_state();
+                if st.in_flight > 0 {
+                    tracing::debug!(target: "braid_sim::tcp", flow = id.0, %now, cwnd = st.cwnd, flight = st.in_flight, rwnd = st.remote_window, srtt_ms = st.srtt_ms, recovery = st.in_recovery, rec = socket.recoveries(), rto = socket.timeouts(), "sender");
+                }
+            }
             let drive = flow.drive(id, socket, now, limits, events);
             touched |= drive.touched;
             if drive.remove {

@@ -256,6 +256,10 @@ impl RttEstimator {
         Duration::from_millis(self.rto as _)
     }
 
+    fn srtt_ms(&self) -> u32 {
+        if self.have_measurement { self.srtt } else { 0 }
+    }
+
     #[cfg(feature = "socket-tcp-cubic")]
     fn smoothed_rtt(&self) -> u32 {
         if self.have_measurement { self.srtt } else { 0 }
@@ -596,6 +600,21 @@ pub enum CongestionControl {
     Cubic,
 }
 
+/// braid: a sender's state at one moment (`Socket::sender_state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SenderState {
+    /// Congestion window, octets.
+    pub cwnd: usize,
+    /// Octets sent and not cumulatively acknowledged.
+    pub in_flight: usize,
+    /// The remote's receive window, octets.
+    pub remote_window: usize,
+    /// Smoothed RTT, ms; 0 before the first sample.
+    pub srtt_ms: u32,
+    /// Whether loss recovery (fast retransmit or SACK recovery) is under way.
+    pub in_recovery: bool,
+}
+
 /// A Transmission Control Protocol socket.
 ///
 /// A TCP socket may passively listen for connections or actively connect to another endpoint.
@@ -924,6 +943,18 @@ impl<'a> Socket<'a> {
     /// entered, each one congestion response.
     pub fn recoveries(&self) -> u32 {
         self.recoveries
+    }
+
+    /// braid: what limits the sender now, for the simulator's traces: its congestion window
+    /// against what is in flight and the remote's window.
+    pub fn sender_state(&self) -> SenderState {
+        SenderState {
+            cwnd: self.congestion_controller.inner().window(),
+            in_flight: self.flight_size(),
+            remote_window: self.remote_win_len,
+            srtt_ms: self.rtte.srtt_ms(),
+            in_recovery: self.recovery_point.is_some(),
+        }
     }
 
     /// braid: sets the congestion window a new connection starts with, in bytes (RFC 3390:
