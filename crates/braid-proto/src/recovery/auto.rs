@@ -38,7 +38,7 @@
 //!   waits for a report and a resend that queues behind everything sent since; the passengers'
 //!   window, held by the packets waiting behind the hole in the peer's sequencing buffer, stops
 //!   the sender and the link runs dry before the repair lands. Paper 002's pass
-//!   (`scenarios/drive-by-pass.toml`, 10 runs), where the production phase loses 0.2 % at up to
+//!   (`scenarios/drive-by-pass.toml` with 256 kB windows, 10 runs), where the production phase loses 0.2 % at up to
 //!   29 Mbit/s: 88.0 % of the pass's potential with them, 86.7 % without (`rlnc:1`, one per
 //!   100 at any loss, 90.4 %). At heavier loss a few packets ahead repair little and take
 //!   capacity from the data (FMTCP Table II with Linux-like hosts, `rlnc:2` at 2-5 % loss:
