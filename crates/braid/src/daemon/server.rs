@@ -7,7 +7,9 @@
 //! from an authentic datagram. Handshake datagrams travel on their own small queue from the
 //! socket readers to the coordinator, dropped (and counted) when it is full, so a flood of
 //! initiations cannot crowd out the sessions' traffic (WireGuard keeps handshakes on a separate
-//! queue for the same reason); the workers never wait for a handshake's X25519 operations.
+//! queue for the same reason); the workers never wait for a handshake's X25519 operations, and the
+//! coordinator's thread runs at `SCHED_IDLE` ([`super::priority`]), so neither does an established
+//! vehicle's packet wait for a core while the coordinator computes them.
 //!
 //! The coordinator here owns what all sessions share: the handshake responder (keys, cookies,
 //! replay of initiations), the list of vehicles (SIGHUP, `braid peer add|remove`), the per-vehicle
@@ -181,6 +183,10 @@ async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
         responder,
         overrides: HashMap::new(),
     };
+    // This thread is the coordinator from here on: its handshakes' key exchanges yield to the
+    // workers, readers and TUN queues ([`super::priority`] says why). Every thread of the data
+    // path exists already, so none inherits the policy.
+    super::priority::lower_current_thread("coordinator");
     server.run(rx, hs_rx, gone_rx).await;
     tracing::info!("server stopped");
     Ok(())
