@@ -187,11 +187,17 @@ impl Vehicle {
             let n = init.initiate(self.now(), wall, 0, LinkId(0), &mut out)?;
             attempts += 1;
             sock.send_to(&out[..n], self.server).await?;
+            // The core back to the server between two vehicles' Diffie-Hellman work: at
+            // SCHED_IDLE this thread still keeps a core for the rest of its time slice on Linux
+            // 6.x (EEVDF) while a server thread it woke waits.
+            std::thread::yield_now();
             let deadline = tokio::time::Instant::now() + HANDSHAKE_RETRY;
             loop {
                 let Ok(r) = tokio::time::timeout_at(deadline, sock.recv_from(&mut rbuf)).await else { break };
                 let (len, _) = r?;
-                match init.handle(self.now(), &rbuf[..len]) {
+                let event = init.handle(self.now(), &rbuf[..len]);
+                std::thread::yield_now();
+                match event {
                     Ok(InitiatorEvent::Established(e)) => break 'join e,
                     // Under load: the next initiation carries the cookie; send it at once.
                     Ok(InitiatorEvent::CookieStored { .. }) => {

@@ -41,7 +41,11 @@ use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 
 /// Handshake datagrams waiting for the coordinator; beyond this they are dropped as rate limited.
-const HANDSHAKE_QUEUE: usize = 256;
+/// Room for a fleet of a thousand joining at once (WireGuard's Linux module queues 4,096): above
+/// `handshake_load` initiations a second each costs the coordinator only a MAC check and a cookie
+/// reply, and one dropped here costs its vehicle a second before it asks again. At most about 1 MB
+/// (the datagrams are copied out of the receive buffers).
+const HANDSHAKE_QUEUE: usize = 4096;
 /// How long a peer's session must have been silent (nothing authentic received) before the
 /// server answers an initiation whose timestamp is not newer than the last one accepted. Such an
 /// initiation is either a replay or a client whose clock went back (a gateway without a
@@ -219,6 +223,13 @@ impl Server {
                 Some(i) = hs_rx.recv() => {
                     if let Input::Datagram { from, data, .. } = i {
                         self.handle_handshake(self.clock.now(), from, &data).await;
+                        // One handshake (up to four X25519 operations, a tenth of a millisecond
+                        // or two) at a time: the core goes back to the data path between them.
+                        // SCHED_IDLE alone does not ensure it on Linux 6.x (EEVDF): a worker
+                        // this thread just woke (a new session to adopt) was seen to wait a
+                        // millisecond and more while this thread went on with the next
+                        // initiation, within the time slice the scheduler lets it finish.
+                        std::thread::yield_now();
                     }
                 }
             }
