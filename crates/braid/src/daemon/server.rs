@@ -222,14 +222,19 @@ impl Server {
                 Some(id) = gone.recv() => self.forget(id),
                 Some(i) = hs_rx.recv() => {
                     if let Input::Datagram { from, data, .. } = i {
+                        let cookies = self.counters.cookie_replies;
                         self.handle_handshake(self.clock.now(), from, &data).await;
                         // One handshake (up to four X25519 operations, a tenth of a millisecond
                         // or two) at a time: the core goes back to the data path between them.
                         // SCHED_IDLE alone does not ensure it on Linux 6.x (EEVDF): a worker
                         // this thread just woke (a new session to adopt) was seen to wait a
                         // millisecond and more while this thread went on with the next
-                        // initiation, within the time slice the scheduler lets it finish.
-                        std::thread::yield_now();
+                        // initiation, within the time slice the scheduler lets it finish. A
+                        // cookie reply (under load) is a MAC and a seal, no key exchange: the
+                        // next datagram follows at once.
+                        if self.counters.cookie_replies == cookies {
+                            std::thread::yield_now();
+                        }
                     }
                 }
             }
