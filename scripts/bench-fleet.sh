@@ -9,10 +9,11 @@
 #   - LOAD vehicles offering MBIT Mbit/s each: aggregate throughput the server delivered and
 #     per-vehicle fairness (Jain's index), with the CPU seconds of server and emulator (the
 #     emulator runs on one thread; when it is the one at 1 s/s it, not the server, is the limit).
-# Priorities: the emulator's joining vehicles stand for other hosts, so their thread runs at nice
-# 19 while they join and idle (vehicle 0, whose round trips are measured, keeps its own thread at
-# the ordinary priority; the load phase's traffic is generated at the ordinary priority too;
-# FLEET_NICE=0 runs the joining vehicles at the ordinary priority as well).
+# Priorities: the emulator's joining vehicles stand for other hosts, so their thread runs at
+# SCHED_IDLE while they join and idle (FLEET_SCHED=nice: at nice FLEET_NICE, default 19); vehicle
+# 0, whose round trips are measured (a ping every FLEET_PING_MS, default 5), runs on its own
+# thread at SCHED_FIFO 10 (FLEET_PROBE_RT=0: the ordinary priority); the load phase's traffic is
+# generated at the ordinary priority.
 # The run is a session of its own (setsid) whose autogroup gets nice $AUTOGROUP_NICE (default -10),
 # so that a shared machine's other work (builds) does not set the latency it measures: Linux
 # shares the cores between autogroups first, and a woken thread of an equal group waits for a busy

@@ -16,10 +16,16 @@
 //!    status`: packets each vehicle's session delivered to its TUN device).
 //!
 //! The vehicles other than vehicle 0 stand for other hosts: while they join and idle their thread
-//! runs at nice [`FLEET_NICE`] (or the environment's `FLEET_NICE`), so that on a machine whose
-//! cores the server shares with them their handshakes' Diffie-Hellman work waits for the server's
-//! threads and vehicle 0's rather than the other way round (on a real network it runs on other
-//! machines' cores). Vehicle 0 runs on a thread of its own at the ordinary priority.
+//! runs at `SCHED_IDLE`, so that on a machine whose cores the server shares with them their
+//! handshakes' Diffie-Hellman work waits for the server's threads and vehicle 0's rather than the
+//! other way round (on a real network it runs on other machines' cores). A nice value is not
+//! enough for that: Linux lets a running nice-19 thread finish its time slice (milliseconds)
+//! before a woken ordinary thread gets its core, and switches from a `SCHED_IDLE` one at once.
+//! `FLEET_SCHED=nice` runs them at nice [`FLEET_NICE`] (or the environment's `FLEET_NICE`)
+//! instead. Vehicle 0 runs on a thread of its own at a low real-time priority (SCHED_FIFO 10;
+//! `FLEET_PROBE_RT=0`: the ordinary priority), as a host of its own would not make its pings'
+//! replies wait for a core the server or other work holds, and pings every [`PING_EVERY`]
+//! (`FLEET_PING_MS`).
 //!
 //! ```text
 //! fleet keys N
@@ -34,6 +40,9 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+use thread_priority::{
+    NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy, set_thread_priority_and_policy, thread_native_id,
+};
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, watch};
 
@@ -41,12 +50,13 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// Passenger packet size of the load phase (IPv4 + UDP + payload).
 const LOAD_PACKET: usize = 1200;
-/// Ping interval of vehicle 0.
-const PING_EVERY: Duration = Duration::from_millis(20);
+/// Ping interval of vehicle 0 (the environment's `FLEET_PING_MS` overrides it): every 5 ms, so
+/// that a join of a second gives a p99 of 200 samples rather than its worst ping.
+const PING_EVERY: Duration = Duration::from_millis(5);
 /// How long an initiation waits for its answer before the next.
 const HANDSHAKE_RETRY: Duration = Duration::from_secs(1);
 /// The nice value of the thread that runs the vehicles other than vehicle 0 while they join and
-/// idle (the lowest priority); the environment's `FLEET_NICE` overrides it.
+/// idle with `FLEET_SCHED=nice` (the lowest); the environment's `FLEET_NICE` overrides it.
 const FLEET_NICE: i32 = 19;
 
 /// Vehicle `i`'s static key: derived from `i`, so that `keys` and `run` agree.
@@ -134,6 +144,8 @@ struct Vehicle {
     server_pub: PublicKey,
     /// The server's tunnel address, pinged by vehicle 0.
     ping_to: Option<Ipv4Addr>,
+    /// How often vehicle 0 pings.
+    ping_every: Duration,
     /// Whether it offers load in the load phase.
     loads: bool,
     origin: std::time::Instant,
@@ -175,11 +187,17 @@ impl Vehicle {
             let n = init.initiate(self.now(), wall, 0, LinkId(0), &mut out)?;
             attempts += 1;
             sock.send_to(&out[..n], self.server).await?;
+            // The core back to the server between two vehicles' Diffie-Hellman work: at
+            // SCHED_IDLE this thread still keeps a core for the rest of its time slice on Linux
+            // 6.x (EEVDF) while a server thread it woke waits.
+            std::thread::yield_now();
             let deadline = tokio::time::Instant::now() + HANDSHAKE_RETRY;
             loop {
                 let Ok(r) = tokio::time::timeout_at(deadline, sock.recv_from(&mut rbuf)).await else { break };
                 let (len, _) = r?;
-                match init.handle(self.now(), &rbuf[..len]) {
+                let event = init.handle(self.now(), &rbuf[..len]);
+                std::thread::yield_now();
+                match event {
                     Ok(InitiatorEvent::Established(e)) => break 'join e,
                     // Under load: the next initiation carries the cookie; send it at once.
                     Ok(InitiatorEvent::CookieStored { .. }) => {
@@ -263,7 +281,7 @@ impl Vehicle {
                 seq = seq.wrapping_add(1);
                 let _ = session.handle_tun_packet(now, &echo_request(tunnel, dst, 0xb1d, seq));
                 pings.insert(seq, now);
-                next_ping = Some(now + PING_EVERY);
+                next_ping = Some(now + self.ping_every);
             }
             while let Some(t) = session.poll_transmit(self.now(), &mut buf) {
                 let dest = t.destination.unwrap_or(self.server);
@@ -279,6 +297,28 @@ impl Vehicle {
                 }
             }
         }
+    }
+}
+
+/// Sets the calling thread's scheduling policy (leaving `SCHED_IDLE` again needs root, which the
+/// benchmark has); a failure is printed and the run goes on.
+fn set_policy(policy: NormalThreadSchedulePolicy) {
+    let policy = ThreadSchedulePolicy::Normal(policy);
+    if let Err(e) = set_thread_priority_and_policy(thread_native_id(), ThreadPriority::Min, policy) {
+        eprintln!("fleet: cannot set this thread's policy to {policy:?}: {e:?}");
+    }
+}
+
+/// Moves vehicle 0's thread to SCHED_FIFO at a low priority (as the testbed's link threads); a
+/// failure is printed and the run goes on at the ordinary priority.
+fn promote_probe() {
+    let policy = ThreadSchedulePolicy::Realtime(thread_priority::RealtimeThreadSchedulePolicy::Fifo);
+    let prio = thread_priority::ThreadPriorityValue::try_from(10u8).map(ThreadPriority::Crossplatform);
+    if let Err(e) = prio
+        .map_err(|e| format!("{e:?}"))
+        .and_then(|p| set_thread_priority_and_policy(thread_native_id(), p, policy).map_err(|e| format!("{e:?}")))
+    {
+        eprintln!("fleet: vehicle 0's thread stays at the ordinary priority: {e}");
     }
 }
 
@@ -398,25 +438,51 @@ async fn run(args: &[String]) -> Result<(), Error> {
     let (phase_tx, phase_rx) = watch::channel(Phase::Idle);
     let (rep_tx, mut rep_rx) = mpsc::unbounded_channel();
     let sent = Arc::new(AtomicU64::new(0));
+    let ping_every = match std::env::var("FLEET_PING_MS") {
+        Ok(v) => v
+            .parse::<f64>()
+            .ok()
+            .filter(|ms| *ms >= 0.1)
+            .map(|ms| Duration::from_secs_f64(ms / 1e3))
+            .ok_or_else(|| format!("FLEET_PING_MS: {v:?} is not a number of milliseconds (at least 0.1)"))?,
+        Err(_) => PING_EVERY,
+    };
+    println!("vehicle 0 pings every {:.1} ms", ms(ping_every));
     let spawn = |i: usize, ping: bool| {
         let ping_to = ping.then_some(Ipv4Addr::new(10, 77, 0, 1));
-        let v = Vehicle { i, server, server_pub, ping_to, loads: (1..=load).contains(&i), origin };
+        let v = Vehicle { i, server, server_pub, ping_to, ping_every, loads: (1..=load).contains(&i), origin };
         tokio::spawn(v.run(phase_rx.clone(), rep_tx.clone(), sent.clone()))
     };
     let rss0 = rss(pid);
     let (mut joined, mut failed, mut idle_rtts) = (Vec::new(), Vec::new(), Vec::new());
     // Vehicle 0, the one whose round trips are measured, runs on a thread of its own: on the
     // emulator's thread its pings would wait behind the other vehicles' handshakes (their
-    // Diffie-Hellman work), which says nothing about the server.
+    // Diffie-Hellman work), which says nothing about the server. The thread runs at a low
+    // real-time priority (FLEET_PROBE_RT=0: the ordinary one): it stands for a vehicle's own
+    // host, so a reply that reached its socket must not then wait for a core that the server's
+    // worker (which just sent it) or a build holds, as it would on a shared 2-core machine.
+    let probe_rt = std::env::var("FLEET_PROBE_RT").map_or(true, |v| v != "0");
+    println!("vehicle 0's thread runs at {}", if probe_rt { "SCHED_FIFO 10" } else { "the ordinary priority" });
     let probe = {
-        let v = Vehicle { i: 0, server, server_pub, ping_to: Some(Ipv4Addr::new(10, 77, 0, 1)), loads: false, origin };
+        let v = Vehicle {
+            i: 0,
+            server,
+            server_pub,
+            ping_to: Some(Ipv4Addr::new(10, 77, 0, 1)),
+            ping_every,
+            loads: false,
+            origin,
+        };
         let (phase, reports, sent) = (phase_rx.clone(), rep_tx.clone(), sent.clone());
-        std::thread::spawn(move || {
+        std::thread::Builder::new().name("fleet-probe".into()).spawn(move || {
+            if probe_rt {
+                promote_probe();
+            }
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build();
             if let Ok(rt) = rt {
                 rt.block_on(v.run(phase, reports, sent));
             }
-        })
+        })?
     };
     // This thread runs the other vehicles from here on: below the server and vehicle 0 while
     // they join and idle (Linux keeps nice values per thread, and vehicle 0's thread already
@@ -426,7 +492,18 @@ async fn run(args: &[String]) -> Result<(), Error> {
         Ok(v) => v.parse().map_err(|_| format!("FLEET_NICE: {v:?} is not a nice value"))?,
         Err(_) => FLEET_NICE,
     };
-    set_nice(fleet_nice);
+    let idle = match std::env::var("FLEET_SCHED").as_deref() {
+        Ok("idle") | Err(_) => true,
+        Ok("nice") => false,
+        Ok(v) => return Err(format!("FLEET_SCHED: {v:?} is neither idle nor nice").into()),
+    };
+    if idle {
+        set_policy(NormalThreadSchedulePolicy::Idle);
+        println!("the joining vehicles' thread runs at SCHED_IDLE");
+    } else {
+        set_nice(fleet_nice);
+        println!("the joining vehicles' thread runs at nice {fleet_nice}");
+    }
     let mut tasks = Vec::new();
     let far = tokio::time::Instant::now() + Duration::from_secs(30);
     collect(&mut rep_rx, far, &mut idle_rtts, &mut joined, &mut failed, Some(1)).await;
@@ -501,6 +578,7 @@ async fn run(args: &[String]) -> Result<(), Error> {
 
     // Load: LOAD vehicles offer MBIT each, generated at the process's own priority, so that the
     // cores are shared between the emulator and the server as by any two processes.
+    set_policy(NormalThreadSchedulePolicy::Other);
     set_nice(own_nice);
     let load = load.min(n);
     if load > 0 {

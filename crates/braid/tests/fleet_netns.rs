@@ -625,6 +625,25 @@ fn vehicles_added_and_removed_live_without_touching_the_others() {
     assert!(e.contains("client"), "{e}");
 }
 
+/// `SCHED_OTHER` and `SCHED_IDLE` as /proc reports a thread's policy.
+const SCHED_OTHER: u32 = 0;
+const SCHED_IDLE: u32 = 5;
+
+/// Each thread of process `pid`: its id, name and scheduling policy (field 41 of its stat).
+fn thread_policies(pid: u32) -> Vec<(u32, String, u32)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/task")).expect("/proc/PID/task").flatten() {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
+        let tid: u32 = e.file_name().to_string_lossy().parse().expect("tid");
+        // "tid (comm) state ...": the name may hold spaces, so the fields are counted after it.
+        let (head, rest) = stat.rsplit_once(')').expect("stat");
+        let comm = head.split_once('(').map_or("", |(_, c)| c).to_string();
+        let policy = rest.split_whitespace().nth(38).and_then(|p| p.parse().ok()).expect("policy field");
+        out.push((tid, comm, policy));
+    }
+    out
+}
+
 /// Two vehicles, two uplinks each, on a server with `workers = 2`: their sessions run on
 /// different workers (a vehicle's worker is its `[[peer]]` index modulo the workers, and its
 /// session ids are that worker modulo the workers), both carry traffic at once in both
@@ -684,6 +703,15 @@ fn sessions_spread_over_workers_and_never_move() {
         v.sort();
         v
     };
+    // The coordinator (the main thread: handshakes, control) runs at SCHED_IDLE, below the
+    // data path; every other thread (workers, socket and TUN readers) at the ordinary policy.
+    let server = tb.children.iter().find(|(l, _)| l == "server.log").map(|(_, c)| c.id()).expect("server");
+    let policies = thread_policies(server);
+    assert!(policies.len() >= 3, "{policies:?}");
+    for (tid, comm, policy) in &policies {
+        let want = if *tid == server { SCHED_IDLE } else { SCHED_OTHER };
+        assert_eq!(*policy, want, "thread {tid} ({comm}) of the server: {policies:?}");
+    }
     let before = placement(&tb);
     assert_eq!(before.len(), 2, "{before:?}");
     assert_ne!(before[0].2, before[1].2, "the two vehicles share a worker: {before:?}");

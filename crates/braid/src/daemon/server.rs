@@ -7,7 +7,9 @@
 //! from an authentic datagram. Handshake datagrams travel on their own small queue from the
 //! socket readers to the coordinator, dropped (and counted) when it is full, so a flood of
 //! initiations cannot crowd out the sessions' traffic (WireGuard keeps handshakes on a separate
-//! queue for the same reason); the workers never wait for a handshake's X25519 operations.
+//! queue for the same reason); the workers never wait for a handshake's X25519 operations, and the
+//! coordinator's thread runs at `SCHED_IDLE` ([`super::priority`]), so neither does an established
+//! vehicle's packet wait for a core while the coordinator computes them.
 //!
 //! The coordinator here owns what all sessions share: the handshake responder (keys, cookies,
 //! replay of initiations), the list of vehicles (SIGHUP, `braid peer add|remove`), the per-vehicle
@@ -39,7 +41,11 @@ use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 
 /// Handshake datagrams waiting for the coordinator; beyond this they are dropped as rate limited.
-const HANDSHAKE_QUEUE: usize = 256;
+/// Room for a fleet of a thousand joining at once (WireGuard's Linux module queues 4,096): above
+/// `handshake_load` initiations a second each costs the coordinator only a MAC check and a cookie
+/// reply, and one dropped here costs its vehicle a second before it asks again. At most about 1 MB
+/// (the datagrams are copied out of the receive buffers).
+const HANDSHAKE_QUEUE: usize = 4096;
 /// How long a peer's session must have been silent (nothing authentic received) before the
 /// server answers an initiation whose timestamp is not newer than the last one accepted. Such an
 /// initiation is either a replay or a client whose clock went back (a gateway without a
@@ -181,6 +187,10 @@ async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
         responder,
         overrides: HashMap::new(),
     };
+    // This thread is the coordinator from here on: its handshakes' key exchanges yield to the
+    // workers, readers and TUN queues ([`super::priority`] says why). Every thread of the data
+    // path exists already, so none inherits the policy.
+    super::priority::lower_current_thread("coordinator");
     server.run(rx, hs_rx, gone_rx).await;
     tracing::info!("server stopped");
     Ok(())
@@ -212,7 +222,19 @@ impl Server {
                 Some(id) = gone.recv() => self.forget(id),
                 Some(i) = hs_rx.recv() => {
                     if let Input::Datagram { from, data, .. } = i {
+                        let cookies = self.counters.cookie_replies;
                         self.handle_handshake(self.clock.now(), from, &data).await;
+                        // One handshake (up to four X25519 operations, a tenth of a millisecond
+                        // or two) at a time: the core goes back to the data path between them.
+                        // SCHED_IDLE alone does not ensure it on Linux 6.x (EEVDF): a worker
+                        // this thread just woke (a new session to adopt) was seen to wait a
+                        // millisecond and more while this thread went on with the next
+                        // initiation, within the time slice the scheduler lets it finish. A
+                        // cookie reply (under load) is a MAC and a seal, no key exchange: the
+                        // next datagram follows at once.
+                        if self.counters.cookie_replies == cookies {
+                            std::thread::yield_now();
+                        }
                     }
                 }
             }
