@@ -9,14 +9,13 @@
 //! That is not what an operator who runs MPTCP on a vehicle gets, so the baseline would be unfairly
 //! weak. braid's client gets no such help: it finds a returning uplink by probing it.
 
+use crate::background::Background;
 use crate::emulator::Clock;
-use anyhow::Context as _;
 use braid_sim::link::driveby::{DrivePass, STEP};
 use std::net::Ipv4Addr;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// One drive-by uplink whose MPTCP endpoint follows the association.
@@ -35,30 +34,15 @@ pub struct Endpoint {
 /// Adds and removes the endpoints in a namespace as the passes' associations come and go; stops
 /// (leaving the endpoints as they are) when dropped.
 pub struct EndpointManager {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    _thread: Background,
 }
 
 impl EndpointManager {
     /// Follows `endpoints` in namespace `ns` on `clock`.
     pub fn start(ns: &str, endpoints: Vec<Endpoint>, clock: Clock) -> anyhow::Result<EndpointManager> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
         let ns = ns.to_string();
-        let thread = std::thread::Builder::new()
-            .name("testbed-mptcp-endpoints".into())
-            .spawn(move || follow(&ns, &endpoints, clock, &flag))
-            .context("starting the MPTCP endpoint manager thread")?;
-        Ok(EndpointManager { stop, thread: Some(thread) })
-    }
-}
-
-impl Drop for EndpointManager {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        let thread = Background::spawn("testbed-mptcp-endpoints", move |stop| follow(&ns, &endpoints, clock, stop))?;
+        Ok(EndpointManager { _thread: thread })
     }
 }
 
@@ -84,18 +68,16 @@ fn follow(ns: &str, endpoints: &[Endpoint], clock: Clock, stop: &AtomicBool) {
             } else {
                 vec!["-n", ns, "mptcp", "endpoint", "delete", "id", &id]
             };
+            // A failure is logged, not retried every tick: the next change of association tries
+            // again.
             match Command::new("ip").args(&args).output() {
-                Ok(o) if o.status.success() => *on = want,
-                Ok(o) => {
+                Ok(o) if !o.status.success() => {
                     tracing::warn!(ns, ?args, stderr = %String::from_utf8_lossy(&o.stderr).trim(), "ip mptcp endpoint failed");
-                    // Not retried every tick: the next change of association tries again.
-                    *on = want;
                 }
-                Err(e) => {
-                    tracing::warn!(ns, error = %e, "running ip mptcp endpoint");
-                    *on = want;
-                }
+                Err(e) => tracing::warn!(ns, error = %e, "running ip mptcp endpoint"),
+                Ok(_) => {}
             }
+            *on = want;
         }
         std::thread::sleep(Duration::from_millis(20));
     }

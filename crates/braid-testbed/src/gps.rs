@@ -9,6 +9,7 @@
 //! ([`braid_proto::location::Position::from_lat_lon`]) gives back the simulator's metres along
 //! the road, so both learn the same map cells.
 
+use crate::background::Background;
 use crate::emulator::Clock;
 use crate::netns::Netns;
 use anyhow::Context as _;
@@ -16,16 +17,13 @@ use braid_proto::location::Position;
 use braid_sim::link::driveby::{STEP, Vehicle};
 use std::io::Write as _;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// A gpsd reporting the scenario's vehicle; stops when dropped.
 pub struct GpsFeed {
     addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    _thread: Background,
 }
 
 impl GpsFeed {
@@ -36,27 +34,13 @@ impl GpsFeed {
             .with_context(|| format!("starting gpsd in namespace {}", ns.name()))?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("testbed-gpsd".into())
-            .spawn(move || serve(&listener, vehicle, clock, &flag))
-            .context("starting the testbed's gpsd thread")?;
-        Ok(GpsFeed { addr, stop, thread: Some(thread) })
+        let thread = Background::spawn("testbed-gpsd", move |stop| serve(&listener, vehicle, clock, stop))?;
+        Ok(GpsFeed { addr, _thread: thread })
     }
 
     /// Where the client daemon finds it (inside the vehicle's namespace).
     pub fn addr(&self) -> SocketAddr {
         self.addr
-    }
-}
-
-impl Drop for GpsFeed {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 

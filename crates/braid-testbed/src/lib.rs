@@ -7,6 +7,7 @@
 
 pub mod accuracy;
 pub mod association;
+pub mod background;
 pub mod capture;
 pub mod contender;
 pub mod emulator;

@@ -865,15 +865,9 @@ impl Session {
     /// Mbit/s against 3.55 without it. Modem buffers of about one round trip (FMTCP Table II's
     /// 200 ms paths, the two modems) and the far ideal link's 2.5 keep CoDel.
     fn buffers_deep(&self) -> bool {
-        let mut any = false;
-        for s in self.usable_slots() {
-            let Some(rtt) = s.tx.path_rtt() else { return false };
-            if s.tx.peak_queue() < rtt * AUTO_AQM_DEEP_BUFFER_RTTS {
-                return false;
-            }
-            any = true;
-        }
-        any
+        let mut usable = self.usable_slots().peekable();
+        usable.peek().is_some()
+            && usable.all(|s| s.tx.path_rtt().is_some_and(|rtt| s.tx.peak_queue() >= rtt * AUTO_AQM_DEEP_BUFFER_RTTS))
     }
 
     /// How long new data may meet no queue before a bulk load counts as gone: [`AUTO_AQM_HOLD`],
