@@ -1852,6 +1852,14 @@ impl<'a> Socket<'a> {
         self.sack_update(ack, &repr.sack_ranges);
         if self.frto && self.original_delivered(ack) > delivered_before {
             self.undo_spurious_timeout();
+            // The undo put data back in flight that no send arms the timer for. An earlier ACK
+            // in the same poll may have covered everything sent since the timeout and stopped
+            // the timer (before anything new went out); then a loss among the data put back
+            // would never be resent (a 13 kB flow of the bus route stalled 60 s so).
+            if self.timer.is_idle() && self.remote_last_seq > ack {
+                let rto = self.rtte.retransmission_timeout();
+                self.timer.set_for_retransmit(cx.now(), rto);
+            }
         }
         if let Some(point) = self.recovery_point {
             if ack >= point {
@@ -10691,5 +10699,44 @@ mod test {
         s.send_slice(b"def").unwrap();
         recv_nothing!(s);
         assert_eq!(s.state, State::Closed);
+    }
+
+    /// braid: F-RTO's undo (`set_linux_rto` with SACK) when the ACK of everything resent since a
+    /// timeout and the ACK that proves the timeout spurious arrive in one poll. The first stops
+    /// the timer (nothing is outstanding as far as it knows), the second puts the rest of what
+    /// was sent before the timeout back in flight; the timer must run for it, or a loss there is
+    /// never resent. Upstream has no undo; before the fix the last segment here was never resent.
+    #[test]
+    fn test_braid_undo_after_a_full_ack_in_the_same_poll_keeps_the_timer() {
+        let mut s = socket_established();
+        s.set_sack_recovery(true);
+        s.set_linux_rto(true);
+        s.remote_has_sack = true;
+        s.remote_mss = 6;
+        s.send_slice(b"aaaaaabbbbbbcccccc").unwrap();
+        let segment = |i: usize, payload: &'static [u8]| TcpRepr {
+            seq_number: LOCAL_SEQ + 1 + 6 * i,
+            ack_number: Some(REMOTE_SEQ + 1),
+            payload,
+            ..RECV_TEMPL
+        };
+        recv!(s, time 0, Ok(segment(0, b"aaaaaa")));
+        recv!(s, time 0, Ok(segment(1, b"bbbbbb")));
+        recv!(s, time 0, Ok(segment(2, b"cccccc")));
+        // The timeout resends the first segment only.
+        recv!(s, time 1000, Ok(segment(0, b"aaaaaa")));
+        let ack = |n: usize| TcpRepr {
+            seq_number: REMOTE_SEQ + 1,
+            ack_number: Some(LOCAL_SEQ + 1 + n),
+            ..SEND_TEMPL
+        };
+        // One poll: the resend's ACK, then the original second segment's.
+        send!(s, time 1100, ack(6));
+        send!(s, time 1100, ack(12));
+        assert_eq!(s.spurious_timeouts(), 1);
+        assert!(!s.timer.is_idle(), "{:?}", s.timer);
+        // The third segment, lost, is resent when the timer fires.
+        recv_nothing!(s, time 1100);
+        recv!(s, time 20_000, Ok(segment(2, b"cccccc")));
     }
 }
