@@ -41,12 +41,15 @@ fn the_default_lets_a_lone_links_overflows_reach_the_passengers_tcp() {
     // The pass's hosts have Linux's autotuned buffers (4 MiB): the download's window outgrows the
     // access point's 300 kB queue and overflows it. Repaired, the overflows hid the congestion
     // from the passenger's TCP, the queue stayed full and the falling rate of the exit went on
-    // resends: 68.7 % of the pass (seeds 1-3). Given up to its TCP, which backs off: 74.0 %.
+    // resends: 68.7 % of the pass (seeds 1-3). Given up to its TCP, which backs off: 78.2 % when
+    // a full queue was judged by delay alone, under which the overflows on the climb to the
+    // access point (a faster rate drains the same 300 kB sooner) were repaired into the full
+    // queue and the passenger's TCP waited out timeouts; judged in bytes too, 85.7 %.
     let mut sc = scenario("drive-by-pass.toml");
     assert!(sc.tcp.buffer_bytes >= 4_000_000, "the shipped pass has Linux-sized buffers");
     sc.schemes.retain(|s| s.name == "default");
     let report = run_scenario(&sc, &RunOptions { runs: Some(3), ..Default::default() }, &|_, _| {}).unwrap();
     let share = report.results[0].pass_share.expect("bulk over a drive-by link");
     println!("default: mean pass share {share:.3}, resent {}", report.results[0].resent);
-    assert!(share > 0.72, "default {share}");
+    assert!(share > 0.82, "default {share}");
 }

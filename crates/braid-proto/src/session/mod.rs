@@ -890,10 +890,12 @@ impl Session {
     /// overflows it whatever its rate does, and repaired, the overflows never told its TCP to
     /// back off: the buffer stayed full, every further overflow was re-sent into it, and a WiFi
     /// pass's falling rate was spent on resends (paper 002's pass, `drive-by-pass.toml` with its
-    /// 4 MiB buffers, 10 runs: 70.8 % of the pass repaired, 78.2 % released; on the testbed
-    /// 54-75 % repaired, 76-80 % released). With windows smaller than the buffer (256 kB, the
-    /// simulator's default hosts) nothing overflows from the load, and releasing costs 1 % of the
-    /// pass (87.9 % against 89.0 %, 4 runs).
+    /// 4 MiB buffers, 10 runs: 70.8 % of the pass repaired, 78.2 % released with a full buffer
+    /// judged by delay alone, 85.3 % with bytes too (`CONGESTION_QUEUE_SHARE` in `link/rx.rs`);
+    /// on the testbed 54-75 % repaired, 76-80 % released by delay, 86.3 % with bytes). With
+    /// windows smaller than the buffer (256 kB, the simulator's default hosts) nothing overflows
+    /// from the load, and releasing costs 1 % of the pass (87.9 % against 89.0 %, 4 runs, by
+    /// delay; with bytes too 85.9 %, 20 runs, against 87.3 % by delay).
     pub(crate) fn releases_congestion_losses(&self) -> bool {
         self.cfg.recovery == RecoveryKind::Auto
             && !self.cfg.aqm.enabled
