@@ -423,7 +423,7 @@ impl RxEstimator {
             // Arrivals within [`ARRIVAL_CLUMP`] of the previous one came with it (a shaper's
             // timer let them through together, or the host stamped them together), and the
             // gap before the clump holds the service time of all of them: the clump is judged as
-            // one arrival, its bits counted with that gap or not at all. Judged packet by packet,
+            // one arrival, its bits and gaps counted with that gap or not at all. Judged packet by packet,
             // the near-zero gaps inside a clump always passed for service time and the long gap
             // before it passed only behind a longer queue, so a paced sender's queue of a few
             // milliseconds left mostly the short gaps in, and a 20 Mbit/s uplink released by tbf
@@ -433,6 +433,8 @@ impl RxEstimator {
             if newly_lost == 0 && gap <= ARRIVAL_CLUMP {
                 if iv.clump_busy {
                     iv.busy_bits += size as f64 * 8.0;
+                    iv.busy_us += gap_us;
+                    iv.busy_pairs += 1;
                 }
             } else {
                 iv.clump_busy = newly_lost == 0 && queued_us > gap_us;
