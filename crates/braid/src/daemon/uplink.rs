@@ -163,9 +163,9 @@ impl BatchReceiver {
     /// within microseconds of each other anyway (software timestamps are taken as the softirq
     /// processes packets, not as they come off the wire). The capacity estimator (braid-proto
     /// `link/rx.rs`) divides the bits of a train of queued packets by the sum of their arrival
-    /// gaps; when a train arrives in clumps the gaps inside a clump are zero and the gap after it
-    /// is correspondingly longer, so the sum, and the rate, is unchanged, and a single clump is
-    /// never a sample on its own (it needs 2 ms of gaps).
+    /// gaps; it takes a clump as one arrival whose bits drained in the gap before it, so a train
+    /// that arrives in clumps gives the same rate, and a single clump is never a sample on its
+    /// own (it needs 2 ms of gaps).
     pub async fn recv(&mut self, sock: &UdpSocket, clock: &Clock, out: &mut Vec<Received>) -> io::Result<()> {
         let BatchReceiver { state, bufs, metas, seen_untimed, seen_gro } = self;
         let n = loop {
