@@ -4,7 +4,7 @@
 //! (`jitter_s`).
 //!
 //! The bound is the aim: 300 ms plus one round trip of the remaining uplink (LTE, 80 ms: 380 ms).
-//! The same three seeds give 148-208 ms.
+//! The same three seeds give 200-236 ms.
 //!
 //! What makes it: the server, which sends the downloads, learns that WiFi went dark from the
 //! client's first report over LTE (the client stops sending feedback on a link it hears nothing

@@ -12,7 +12,9 @@ mod tx;
 pub use lifecycle::{Lifecycle, LifecycleConfig, Phase};
 pub use meter::{BACKUP_KEEPALIVE, CODING_CREDIT_CAP, CodingMeter, Metering, MeteringError};
 pub use rx::{CONGESTION_QUEUE_MIN, RxEstimator, RxSample};
-pub use tx::{LinkState, OVERDUE_DOWN, OVERDUE_MARGIN, PROBES_BEFORE_DOWN, PROBES_TO_ACTIVATE, TxLink};
+pub use tx::{
+    LinkState, OVERDUE_DOWN, OVERDUE_MARGIN, PROBES_BEFORE_DOWN, PROBES_TO_ACTIVATE, SILENCE_CONFIRM, TxLink,
+};
 
 use std::fmt;
 

@@ -45,6 +45,15 @@ pub const PROBES_BEFORE_DOWN: u32 = 3;
 /// collects them within a few milliseconds of data.
 pub const OVERDUE_DOWN: u32 = 8;
 
+/// How far apart (the peer's clock) two reports must have left that show a link silent since the
+/// same send before it counts as dead ([`TxLink::confirm_silence`]): one silence-report period.
+/// A report shows what the peer had handed its session, which can lag what reached its host: a
+/// daemon stopped for a while (a loaded machine does that for tens of milliseconds, and more)
+/// runs its overdue timers when it goes on, and its first report may leave before its receive
+/// tasks have handed over what queued in the kernel meanwhile. The next one, this much later,
+/// has it.
+pub const SILENCE_CONFIRM: Duration = Duration::from_millis(15);
+
 /// How much later than the queue model predicts a send may reach the peer before a report that
 /// has not seen it counts it overdue: the model's errors (receive timestamps clump, capacity
 /// estimates lag a changing rate) stay within a few tens of milliseconds between echoes.
@@ -174,6 +183,9 @@ pub struct TxLink {
     /// [`Self::last_confirmed_send`].
     last_confirmed_send: Option<Instant>,
     unanswered_probes: u32,
+    /// The first report that showed the link silent: its send time (the peer's wire clock) and
+    /// the newest of our sends it echoed ([`Self::confirm_silence`]).
+    silence: Option<(u32, u32)>,
     /// Probe replies in a row while probing or down.
     pub probe_streak: u32,
     /// When the last probe went out.
@@ -223,6 +235,7 @@ impl TxLink {
             first_unconfirmed: None,
             last_confirmed_send: None,
             unanswered_probes: 0,
+            silence: None,
             probe_streak: 0,
             last_probe: None,
             probe_id: 0,
@@ -634,6 +647,29 @@ impl TxLink {
         n
     }
 
+    /// Whether the peer's report that left at `report_ts` (its wire clock), echoing our send at
+    /// `echo_ts` as the newest it received on this link, with `overdue` of our later sends
+    /// missing by then ([`Self::overdue_sends`]), proves the link dead: [`OVERDUE_DOWN`] or more
+    /// missing, in this report and in one that left at least [`SILENCE_CONFIRM`] earlier and
+    /// echoed the same send. A report whose echo has moved on says the link delivered since,
+    /// and ends the suspicion.
+    pub fn confirm_silence(&mut self, report_ts: u32, echo_ts: u32, overdue: u32) -> bool {
+        if self.silence.is_some_and(|(_, echo)| echo != echo_ts) {
+            self.silence = None;
+        }
+        if overdue < OVERDUE_DOWN {
+            return false;
+        }
+        match self.silence {
+            // Signed: a report overtaken by a later one (over a faster link) is no confirmation.
+            Some((first, _)) => i64::from(report_ts.wrapping_sub(first) as i32) >= SILENCE_CONFIRM.as_micros() as i64,
+            None => {
+                self.silence = Some((report_ts, echo_ts));
+                false
+            }
+        }
+    }
+
     /// Records a liveness probe sent while sends are unconfirmed.
     pub fn on_liveness_probe(&mut self) {
         if self.first_unconfirmed.is_some() {
@@ -770,6 +806,7 @@ impl TxLink {
             self.state = state;
             self.since = now;
             self.probe_streak = 0;
+            self.silence = None;
             self.reset_confirmation();
         }
     }
@@ -1095,5 +1132,22 @@ mod tests {
         l.on_confirmed(Instant::from_millis(1));
         assert_eq!(l.unanswered_probes(), 0);
         assert_eq!(l.unconfirmed_since(), Some(Instant::from_millis(20)));
+    }
+
+    #[test]
+    fn silence_is_confirmed_by_a_second_report_with_the_same_echo() {
+        let mut l = link();
+        let ms = |m: u32| m * 1000;
+        assert!(!l.confirm_silence(ms(100), 7, OVERDUE_DOWN), "one report is not enough");
+        assert!(!l.confirm_silence(ms(110), 7, OVERDUE_DOWN + 5), "nor one 10 ms later");
+        // The echo moved on: the link delivered after all (a stalled peer's backlog).
+        assert!(!l.confirm_silence(ms(120), 9, 0));
+        assert!(!l.confirm_silence(ms(140), 9, OVERDUE_DOWN), "a new suspicion starts over");
+        assert!(!l.confirm_silence(ms(130), 9, OVERDUE_DOWN), "an older report, overtaken");
+        assert!(l.confirm_silence(ms(155), 9, OVERDUE_DOWN));
+        // Both timestamps wrap.
+        let mut l = link();
+        assert!(!l.confirm_silence(u32::MAX - ms(5), u32::MAX, OVERDUE_DOWN));
+        assert!(l.confirm_silence(ms(10), u32::MAX, OVERDUE_DOWN));
     }
 }

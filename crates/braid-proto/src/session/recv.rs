@@ -213,23 +213,9 @@ impl Session {
     /// A feedback body; `sent_ts` is the peer's wire timestamp on the datagram that carried it.
     fn on_feedback(&mut self, now: Instant, sent_ts: u32, f: &FeedbackRepr) {
         self.on_cum_ack(now, f.cum_ack);
-        let mut silent = Vec::new();
-        let active = self.links.iter().filter(|s| s.tx.state == LinkState::Active && s.tx.remote.is_some()).count();
+        let silent = self.silent_links(sent_ts, f);
         for r in &f.links {
             let Some(slot) = self.slot_mut(r.link) else { continue };
-            // The peer has heard nothing on this link since a send that many later ones should
-            // have followed by now: the link went dark (an access point left behind, an interface
-            // gone). Take it down on this evidence, which comes over whichever link still works,
-            // rather than wait out its liveness timeout (docs/drive-by.md, the link lifecycle).
-            // Only with another active link to take over: a lone link (a drive-by pass over WiFi
-            // alone) loses runs of packets in its fringe and comes back, and taking it down
-            // there only held the passengers' packets back (pass share 0.64 against 0.70).
-            if active > 1
-                && slot.tx.state == LinkState::Active
-                && slot.tx.overdue_sends(r.echo_timestamp, r.echo_delay_us) >= crate::link::OVERDUE_DOWN
-            {
-                silent.push(r.link);
-            }
             slot.tx.on_report(now, r.capacity_kbps, r.loss_rate(), Some(r.owd_us));
             // The echoed datagram reached the peer `echo_delay` before this report left (the
             // peer's clock); less our send time, that is its one-way delay plus the clocks'
@@ -267,6 +253,34 @@ impl Session {
                 }
             }
         }
+    }
+
+    /// The active links a report from the peer (sent at `sent_ts`, its wire clock) shows gone
+    /// dark: the peer has heard nothing on one since a send that [`crate::link::OVERDUE_DOWN`]
+    /// later ones should have followed by the time it reported, and said so in two reports
+    /// [`crate::link::SILENCE_CONFIRM`] apart ([`crate::link::TxLink::confirm_silence`]). Taken
+    /// down on this evidence, which comes over whichever link still works, such a link (an
+    /// access point left behind, an interface gone) moves its traffic within a round trip of the
+    /// other link, rather than after its own liveness timeout (docs/drive-by.md, the link
+    /// lifecycle). On one report alone, a vehicle's daemon that was stopped for 250 ms, well
+    /// inside the liveness timeout (400 ms at least), took both its uplinks down at the server
+    /// now and then: the report it sent on resuming predated the backlog in its sockets.
+    ///
+    /// Only with another active link to take over: a lone link (a drive-by pass over WiFi
+    /// alone) loses runs of packets in its fringe and comes back, and taking it down there only
+    /// held the passengers' packets back (pass share 0.64 against 0.70).
+    fn silent_links(&mut self, sent_ts: u32, f: &FeedbackRepr) -> Vec<LinkId> {
+        let active = self.links.iter().filter(|s| s.tx.state == LinkState::Active && s.tx.remote.is_some()).count();
+        let mut silent = Vec::new();
+        for r in &f.links {
+            let Some(slot) = self.slot_mut(r.link).filter(|s| s.tx.state == LinkState::Active) else { continue };
+            let overdue = slot.tx.overdue_sends(r.echo_timestamp, r.echo_delay_us);
+            if slot.tx.confirm_silence(sent_ts, r.echo_timestamp, overdue) && active > 1 {
+                tracing::debug!(link = %r.link, overdue, silent_ms = r.echo_delay_us / 1000, "the peer's reports show the link silent");
+                silent.push(r.link);
+            }
+        }
+        silent
     }
 
     /// Holes are revealed by later arrivals, so the last packets of a burst can be lost unnoticed.

@@ -108,3 +108,45 @@ fn a_link_gone_silent_is_down_at_the_sender_within_a_round_trip_of_the_other() {
     let after = silent_link_down_at_server().expect("link 0 never declared down");
     assert!(after <= Duration::from_millis(200), "down after {after:?}");
 }
+
+/// A light two-way trickle over two short uplinks (a vehicle's pings and telemetry), and then
+/// the client's process stopped for `stall`, once, resuming as a daemon often does (its timers
+/// first, its backlog after, that of `lagging` later still: [`Pair::stall_client`]). Returns the
+/// downs the server counted.
+fn downs_at_server_after_client_stall(stall: Duration, lagging: Option<(LinkId, Duration)>) -> u64 {
+    let mut p = Pair::new(&[(1, 20_000.0), (1, 20_000.0)], |role| {
+        let mut c = SessionConfig::new(role);
+        c.seed = 7;
+        c
+    });
+    p.advance(Duration::from_millis(500));
+    let mut i = 0;
+    let mut trickle = |p: &mut Pair, ms: u64| {
+        for _ in 0..ms / 20 {
+            if i % 10 == 0 {
+                p.send_up(&packet(i, 84));
+            }
+            p.send_down(&packet(i, 200));
+            i += 1;
+            p.advance(Duration::from_millis(20));
+        }
+    };
+    trickle(&mut p, 3000);
+    p.stall_client(stall, lagging);
+    trickle(&mut p, 2000);
+    assert!(p.server.link_status(p.server_now()).iter().all(|l| l.state == LinkState::Active));
+    p.server.link_status(p.server_now()).iter().map(|l| l.counters.downs).sum()
+}
+
+#[test]
+fn a_stalled_peer_does_not_take_its_links_down() {
+    // 250 ms is well inside the liveness timeout (400 ms at least): the server's probes of the
+    // time go unanswered, but their answers come, late, with the backlog. The first report the
+    // client sends on resuming is built before that backlog: by it, nothing has arrived on
+    // either link for 250 ms while the server sent on both. Both links used to go down on it.
+    let stall = Duration::from_millis(250);
+    assert_eq!(downs_at_server_after_client_stall(stall, None), 0);
+    // Link 1's receive task handed its backlog over before the report, link 0's 5 ms after it
+    // (seen on the daemons: a report on resuming had link 0 silent for 258 ms, link 1 for 100).
+    assert_eq!(downs_at_server_after_client_stall(stall, Some((LinkId(0), Duration::from_millis(5)))), 0);
+}

@@ -62,6 +62,13 @@ pub struct Pair {
     pub dropped: u64,
     /// Server clock = virtual time + this (the sessions' clocks need not agree).
     pub server_offset: Duration,
+    /// The client's process is stopped ([`Pair::stall_client`]): it neither sends nor runs its
+    /// timers.
+    client_stopped: bool,
+    /// Links whose datagrams wait for the client's receive task ([`Pair::stall_client`]), and
+    /// what waits, each with its arrival time (link, time, bytes).
+    client_unread: Vec<u8>,
+    client_backlog: Vec<(u8, Instant, Vec<u8>)>,
 }
 
 pub fn addr(s: &str) -> SocketAddr {
@@ -116,6 +123,9 @@ impl Pair {
             delivered_down: Vec::new(),
             dropped: 0,
             server_offset,
+            client_stopped: false,
+            client_unread: Vec::new(),
+            client_backlog: Vec::new(),
         }
     }
 
@@ -141,7 +151,9 @@ impl Pair {
         let mut buf = vec![0u8; 2048];
         loop {
             let mut any = false;
-            while let Some(t) = self.client.poll_transmit(self.now, &mut buf) {
+            while !self.client_stopped
+                && let Some(t) = self.client.poll_transmit(self.now, &mut buf)
+            {
                 let t = t.expect("keys renewed before they expire");
                 self.launch(Dir::Up, t.link, buf[..t.len].to_vec());
                 any = true;
@@ -204,7 +216,7 @@ impl Pair {
             }
             self.flush();
             let next_net = self.in_flight.peek().map(|Reverse((t, ..))| *t);
-            let next_c = self.client.poll_timeout();
+            let next_c = self.client.poll_timeout().filter(|_| !self.client_stopped);
             let next_s = self.server.poll_timeout().map(|t| t.saturating_sub(self.server_offset));
             let next = [next_net, next_c, next_s, Some(self.next_rekey)].into_iter().flatten().min();
             let Some(next) = next.filter(|&t| t <= until) else {
@@ -226,13 +238,18 @@ impl Pair {
                         let snow = self.server_now();
                         let _ = self.server.handle_datagram(snow, snow, None, from, &bytes);
                     }
+                    Dir::Down if self.client_unread.contains(&link) => {
+                        self.client_backlog.push((link, self.now, bytes));
+                    }
                     Dir::Down => {
                         let (now, link) = (self.now, Some(LinkId(link)));
                         let _ = self.client.handle_datagram(now, now, link, self.server_addr, &bytes);
                     }
                 }
             }
-            self.client.handle_timeout(self.now);
+            if !self.client_stopped {
+                self.client.handle_timeout(self.now);
+            }
             let snow = self.server_now();
             self.server.handle_timeout(snow);
         }
@@ -250,6 +267,47 @@ impl Pair {
     pub fn advance(&mut self, d: Duration) {
         let t = self.now + d;
         self.run_until(t);
+    }
+
+    /// Stops the client's process for `d` (a loaded machine, which the daemons share with
+    /// everything else, does this for tens of milliseconds and more), then lets it go on as a
+    /// daemon often does: its overdue timers run and what they send leaves before its receive
+    /// tasks have handed over the datagrams that queued in the kernel meanwhile, which come
+    /// after, each with the kernel's receive time. With `lagging`, the receive tasks of the other
+    /// links hand theirs over before the timers run, and that link's task only after the given
+    /// time (its thread was not scheduled yet).
+    pub fn stall_client(&mut self, d: Duration, lagging: Option<(LinkId, Duration)>) {
+        self.client_stopped = true;
+        self.client_unread = (0..self.links.len() as u8).collect();
+        self.advance(d);
+        self.client_stopped = false;
+        let mut first = Vec::new();
+        if let Some((late, _)) = lagging {
+            self.client_unread = vec![late.0];
+            let (lag, now): (Vec<_>, Vec<_>) = self.client_backlog.drain(..).partition(|b| b.0 == late.0);
+            self.client_backlog = lag;
+            first = now;
+        }
+        self.hand_over(first);
+        self.client.handle_timeout(self.now);
+        let mut buf = vec![0u8; 2048];
+        while let Some(t) = self.client.poll_transmit(self.now, &mut buf) {
+            let t = t.expect("keys renewed before they expire");
+            self.launch(Dir::Up, t.link, buf[..t.len].to_vec());
+        }
+        if let Some((_, lag)) = lagging {
+            self.advance(lag);
+        }
+        self.client_unread.clear();
+        let backlog = std::mem::take(&mut self.client_backlog);
+        self.hand_over(backlog);
+    }
+
+    /// Hands datagrams that waited for the client's receive tasks to it, with their arrival times.
+    fn hand_over(&mut self, backlog: Vec<(u8, Instant, Vec<u8>)>) {
+        for (link, at, bytes) in backlog {
+            let _ = self.client.handle_datagram(self.now, at, Some(LinkId(link)), self.server_addr, &bytes);
+        }
     }
 }
 

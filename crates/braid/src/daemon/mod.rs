@@ -16,7 +16,6 @@ pub mod mss;
 pub mod netwatch;
 pub mod notify;
 pub mod peers;
-pub mod priority;
 pub mod server;
 pub mod servers;
 pub mod status;

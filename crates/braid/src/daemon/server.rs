@@ -8,8 +8,16 @@
 //! socket readers to the coordinator, dropped (and counted) when it is full, so a flood of
 //! initiations cannot crowd out the sessions' traffic (WireGuard keeps handshakes on a separate
 //! queue for the same reason); the workers never wait for a handshake's X25519 operations, and the
-//! coordinator's thread runs at `SCHED_IDLE` ([`super::priority`]), so neither does an established
-//! vehicle's packet wait for a core while the coordinator computes them.
+//! coordinator gives its core back after each handshake, so an established vehicle's packet does
+//! not wait long for a core while the coordinator computes them either.
+//!
+//! The coordinator runs at the ordinary scheduling policy, not below the data path: it shares
+//! the runtime's locks with the workers (waking a worker's task from outside the runtime's
+//! threads, timers, I/O registrations), and a coordinator at `SCHED_IDLE` that was switched out
+//! holding one, on a host whose cores other work kept busy, held up every worker until it got a
+//! core again. With eight busy loops beside the namespace test of live vehicles, the server went
+//! silent for seconds in 3 runs of 4 (its vehicles took its uplinks down and left their sessions;
+//! `braid status` timed out), and in none of 3 at the ordinary policy.
 //!
 //! The coordinator here owns what all sessions share: the handshake responder (keys, cookies,
 //! replay of initiations), the list of vehicles (SIGHUP, `braid peer add|remove`), the per-vehicle
@@ -187,10 +195,8 @@ async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
         responder,
         overrides: HashMap::new(),
     };
-    // This thread is the coordinator from here on: its handshakes' key exchanges yield to the
-    // workers, readers and TUN queues ([`super::priority`] says why). Every thread of the data
-    // path exists already, so none inherits the policy.
-    super::priority::lower_current_thread("coordinator");
+    // This thread is the coordinator from here on, at the ordinary policy (the module's doc says
+    // why not below the data path).
     server.run(rx, hs_rx, gone_rx).await;
     tracing::info!("server stopped");
     Ok(())
@@ -226,10 +232,10 @@ impl Server {
                         self.handle_handshake(self.clock.now(), from, &data).await;
                         // One handshake (up to four X25519 operations, a tenth of a millisecond
                         // or two) at a time: the core goes back to the data path between them.
-                        // SCHED_IDLE alone does not ensure it on Linux 6.x (EEVDF): a worker
-                        // this thread just woke (a new session to adopt) was seen to wait a
-                        // millisecond and more while this thread went on with the next
-                        // initiation, within the time slice the scheduler lets it finish. A
+                        // Linux 6.x (EEVDF) does not ensure it otherwise: a worker this thread
+                        // just woke (a new session to adopt) was seen to wait a millisecond and
+                        // more while this thread went on with the next initiation, within the
+                        // time slice the scheduler lets it finish. A
                         // cookie reply (under load) is a MAC and a seal, no key exchange: the
                         // next datagram follows at once.
                         if self.counters.cookie_replies == cookies {
