@@ -307,13 +307,13 @@ fn start_braid(
     Ok(())
 }
 
-/// Writes a new private key to `path` (mode 600) with `braid genkey`; the path and its public key.
 /// The MPTCP endpoint id of uplink `i` (ids are unique among the vehicle's endpoints; 0 is the
 /// kernel's for the first subflow's address).
 fn endpoint_id(i: usize) -> u8 {
     u8::try_from(i + 1).unwrap_or(u8::MAX)
 }
 
+/// Writes a new private key to `path` (mode 600) with `braid genkey`; the path and its public key.
 fn make_key(braid_bin: &Path, path: &Path) -> anyhow::Result<(PathBuf, String)> {
     use std::os::unix::fs::PermissionsExt as _;
     let bin = path_str(braid_bin)?;

@@ -448,11 +448,12 @@ async fn run(args: &[String]) -> Result<(), Error> {
         Err(_) => PING_EVERY,
     };
     println!("vehicle 0 pings every {:.1} ms", ms(ping_every));
-    let spawn = |i: usize, ping: bool| {
+    let vehicle = |i: usize, ping: bool| {
         let ping_to = ping.then_some(Ipv4Addr::new(10, 77, 0, 1));
-        let v = Vehicle { i, server, server_pub, ping_to, ping_every, loads: (1..=load).contains(&i), origin };
-        tokio::spawn(v.run(phase_rx.clone(), rep_tx.clone(), sent.clone()))
+        Vehicle { i, server, server_pub, ping_to, ping_every, loads: (1..=load).contains(&i), origin }
     };
+    let spawn =
+        |i: usize, ping: bool| tokio::spawn(vehicle(i, ping).run(phase_rx.clone(), rep_tx.clone(), sent.clone()));
     let rss0 = rss(pid);
     let (mut joined, mut failed, mut idle_rtts) = (Vec::new(), Vec::new(), Vec::new());
     // Vehicle 0, the one whose round trips are measured, runs on a thread of its own: on the
@@ -464,15 +465,7 @@ async fn run(args: &[String]) -> Result<(), Error> {
     let probe_rt = std::env::var("FLEET_PROBE_RT").map_or(true, |v| v != "0");
     println!("vehicle 0's thread runs at {}", if probe_rt { "SCHED_FIFO 10" } else { "the ordinary priority" });
     let probe = {
-        let v = Vehicle {
-            i: 0,
-            server,
-            server_pub,
-            ping_to: Some(Ipv4Addr::new(10, 77, 0, 1)),
-            ping_every,
-            loads: false,
-            origin,
-        };
+        let v = vehicle(0, true);
         let (phase, reports, sent) = (phase_rx.clone(), rep_tx.clone(), sent.clone());
         std::thread::Builder::new().name("fleet-probe".into()).spawn(move || {
             if probe_rt {

@@ -128,14 +128,14 @@ pub const CONGESTION_LOSS_MAX: f64 = 0.05;
 const QUEUE_MAX_BUCKET: Duration = Duration::from_secs(5);
 
 /// Keeps in `max` (current bucket, previous bucket, bucket start) the largest `value` of the last
-/// 5-10 s ([`QUEUE_MAX_BUCKET`]), `value` included, and returns it.
-fn track_max(max: &mut (f64, f64, Option<Instant>), now: Instant, value: f64) -> f64 {
+/// one to two `bucket`s, `value` included, and returns it.
+fn track_max(max: &mut (f64, f64, Option<Instant>), bucket: Duration, now: Instant, value: f64) -> f64 {
     let (cur, prev, since) = max;
     match since {
-        Some(t) if now < *t + QUEUE_MAX_BUCKET => {}
+        Some(t) if now < *t + bucket => {}
         _ => {
             *prev = *cur;
-            *cur = 0.0;
+            *cur = f64::NEG_INFINITY;
             *since = Some(now);
         }
     }
@@ -255,9 +255,9 @@ impl RxEstimator {
         }
         self.received += 1;
         let queued_us = self.standing_sample(now, timestamp);
-        let largest = track_max(&mut self.queue_max, now, queued_us);
+        let largest = track_max(&mut self.queue_max, QUEUE_MAX_BUCKET, now, queued_us);
         let queued_bytes = queued_us * self.capacity_bps / 8e6;
-        let largest_bytes = track_max(&mut self.queue_max_bytes, now, queued_bytes);
+        let largest_bytes = track_max(&mut self.queue_max_bytes, QUEUE_MAX_BUCKET, now, queued_bytes);
         self.last_queue_us = queued_us;
         let congested = newly_lost > 0
             && loss_before < CONGESTION_LOSS_MAX
@@ -288,16 +288,7 @@ impl RxEstimator {
         }
         *cur = cur.min(d);
         let standing = (d - cur.min(*prev)).max(0.0);
-        let (cur, prev, since) = &mut self.peak;
-        match since {
-            Some(t) if now < *t + PEAK_BUCKET => {}
-            _ => {
-                *prev = *cur;
-                *cur = f64::NEG_INFINITY;
-                *since = Some(now);
-            }
-        }
-        *cur = cur.max(d);
+        track_max(&mut self.peak, PEAK_BUCKET, now, d);
         standing
     }
 
@@ -442,19 +433,14 @@ impl RxEstimator {
             // in clumps was estimated at 23-65 Mbit/s (the unit test below).
             let gap = now - iv.last_recv;
             let gap_us = gap.as_micros() as f64;
-            if newly_lost == 0 && gap <= ARRIVAL_CLUMP {
-                if iv.clump_busy {
-                    iv.busy_bits += size as f64 * 8.0;
-                    iv.busy_us += gap_us;
-                    iv.busy_pairs += 1;
-                }
-            } else {
+            if newly_lost > 0 || gap > ARRIVAL_CLUMP {
+                // A new clump: whether it queued behind the last one decides for all of it.
                 iv.clump_busy = newly_lost == 0 && queued_us > gap_us;
-                if iv.clump_busy {
-                    iv.busy_bits += size as f64 * 8.0;
-                    iv.busy_us += gap_us;
-                    iv.busy_pairs += 1;
-                }
+            }
+            if iv.clump_busy {
+                iv.busy_bits += size as f64 * 8.0;
+                iv.busy_us += gap_us;
+                iv.busy_pairs += 1;
             }
         }
         iv.packets += 1;
