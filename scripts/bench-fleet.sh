@@ -4,7 +4,8 @@
 # namespace of their own, over loopback. Prints, per round:
 #   - an established vehicle's ping round trip through the server, idle and while the N others
 #     join at once (p50, p99, and the ratio of the p99s);
-#   - how fast the N join (handshakes/s, initiations and cookie replies it took);
+#   - how fast the N join (handshakes/s, initiations and cookie replies it took), and when the
+#     slowest pings of the join fell (FLEET_JOIN_RATE=R: the N join at R a second, not at once);
 #   - the server's memory per idle session (RSS before the first and after the last join);
 #   - LOAD vehicles offering MBIT Mbit/s each: aggregate throughput the server delivered and
 #     per-vehicle fairness (Jain's index), with the CPU seconds of server and emulator (the

@@ -15,6 +15,10 @@
 //!    offering the same rate of 1,200-byte passenger packets, counted by the server (`braid
 //!    status`: packets each vehicle's session delivered to its TUN device).
 //!
+//! After the join it prints the slowest pings of the window, each with how far into the join it
+//! was sent and how many vehicles had joined by then. `FLEET_JOIN_RATE` (vehicles a second) has
+//! the N join at that fixed rate rather than all at once.
+//!
 //! The vehicles other than vehicle 0 stand for other hosts: while they join and idle their thread
 //! runs at `SCHED_IDLE`, so that on a machine whose cores the server shares with them their
 //! handshakes' Diffie-Hellman work waits for the server's threads and vehicle 0's rather than the
@@ -133,9 +137,18 @@ enum Phase {
 
 /// What vehicles report.
 enum Report {
-    Joined { i: usize, after: Duration, attempts: u32, cookies: u32 },
-    Failed { i: usize, error: String },
-    Rtt(Duration),
+    Joined {
+        i: usize,
+        after: Duration,
+        attempts: u32,
+        cookies: u32,
+    },
+    Failed {
+        i: usize,
+        error: String,
+    },
+    /// A ping's round trip, with when it was sent.
+    Rtt(std::time::Instant, Duration),
 }
 
 struct Vehicle {
@@ -293,7 +306,8 @@ impl Vehicle {
                 if let Some(s) = echo_reply_seq(&p, 0xb1d)
                     && let Some(at) = pings.remove(&s)
                 {
-                    let _ = reports.send(Report::Rtt(self.now().saturating_duration_since(at)));
+                    let sent = self.origin + Duration::from_micros(at.as_micros());
+                    let _ = reports.send(Report::Rtt(sent, self.now().saturating_duration_since(at)));
                 }
             }
         }
@@ -391,7 +405,7 @@ fn ms(d: Duration) -> f64 {
 async fn collect(
     rx: &mut mpsc::UnboundedReceiver<Report>,
     until: tokio::time::Instant,
-    rtts: &mut Vec<Duration>,
+    rtts: &mut Vec<(std::time::Instant, Duration)>,
     joined: &mut Vec<(usize, Duration, u32, u32)>,
     failed: &mut Vec<(usize, String)>,
     stop_when_joined: Option<usize>,
@@ -401,7 +415,7 @@ async fn collect(
             return;
         }
         match tokio::time::timeout_at(until, rx.recv()).await {
-            Ok(Some(Report::Rtt(d))) => rtts.push(d),
+            Ok(Some(Report::Rtt(at, d))) => rtts.push((at, d)),
             Ok(Some(Report::Joined { i, after, attempts, cookies })) => joined.push((i, after, attempts, cookies)),
             Ok(Some(Report::Failed { i, error })) => failed.push((i, error)),
             Ok(None) | Err(_) => return,
@@ -409,7 +423,9 @@ async fn collect(
     }
 }
 
-fn summary(name: &str, rtts: &mut [Duration]) -> (f64, f64) {
+fn summary(name: &str, pings: &[(std::time::Instant, Duration)]) -> (f64, f64) {
+    let mut rtts: Vec<Duration> = pings.iter().map(|p| p.1).collect();
+    let rtts = &mut rtts[..];
     rtts.sort();
     let (p50, p99) = (ms(percentile(rtts, 0.5)), ms(percentile(rtts, 0.99)));
     println!(
@@ -447,7 +463,20 @@ async fn run(args: &[String]) -> Result<(), Error> {
             .ok_or_else(|| format!("FLEET_PING_MS: {v:?} is not a number of milliseconds (at least 0.1)"))?,
         Err(_) => PING_EVERY,
     };
+    // FLEET_JOIN_RATE (vehicles/s): the N join at that fixed rate rather than all at once.
+    let join_rate = match std::env::var("FLEET_JOIN_RATE") {
+        Ok(v) => Some(
+            v.parse::<f64>()
+                .ok()
+                .filter(|r| *r > 0.0)
+                .ok_or_else(|| format!("FLEET_JOIN_RATE: {v:?} is not a positive number of vehicles a second"))?,
+        ),
+        Err(_) => None,
+    };
     println!("vehicle 0 pings every {:.1} ms", ms(ping_every));
+    if let Some(r) = join_rate {
+        println!("the others join at {r:.0} a second");
+    }
     let vehicle = |i: usize, ping: bool| {
         let ping_to = ping.then_some(Ipv4Addr::new(10, 77, 0, 1));
         Vehicle { i, server, server_pub, ping_to, ping_every, loads: (1..=load).contains(&i), origin }
@@ -507,12 +536,19 @@ async fn run(args: &[String]) -> Result<(), Error> {
     let idle_until = tokio::time::Instant::now() + Duration::from_secs(5);
     collect(&mut rep_rx, idle_until, &mut idle_rtts, &mut joined, &mut failed, None).await;
     println!("vehicle 0 joined in {:.1} ms", ms(joined[0].1));
-    let (_, idle_p99) = summary("established vehicle, idle", &mut idle_rtts);
+    let (_, idle_p99) = summary("established vehicle, idle", &idle_rtts);
 
     // The other N join at once while vehicle 0 keeps pinging.
     let t = std::time::Instant::now();
     let cpu_join0 = (cpu_seconds(&pid.to_string()), cpu_seconds("self"));
     for i in 1..=n {
+        if let Some(rate) = join_rate {
+            // Paced: vehicle i starts at (i - 1) / rate.
+            tokio::time::sleep_until(tokio::time::Instant::from_std(
+                t + Duration::from_secs_f64((i - 1) as f64 / rate),
+            ))
+            .await;
+        }
         tasks.push(spawn(i, false));
     }
     let mut join_rtts = Vec::new();
@@ -539,8 +575,23 @@ async fn run(args: &[String]) -> Result<(), Error> {
     for (i, e) in failed.iter().take(5) {
         println!("vehicle {i} failed: {e}");
     }
-    let (_, join_p99) = summary("established vehicle while the others join (and at least 1 s)", &mut join_rtts);
+    let (_, join_p99) = summary("established vehicle while the others join (and at least 1 s)", &join_rtts);
     println!("join-time p99 / idle p99: {:.2}", join_p99 / idle_p99.max(1e-9));
+    // Where the slowest pings fell: how far into the join, and how many had joined by then.
+    let mut slow = join_rtts.clone();
+    slow.sort_by_key(|p| std::cmp::Reverse(p.1));
+    let when: Vec<String> = slow
+        .iter()
+        .take(4)
+        .map(|(at, d)| {
+            let off = at.saturating_duration_since(t);
+            // A vehicle's join time counts from its own start, (i - 1) / rate in when paced.
+            let start = |i: usize| join_rate.map_or(Duration::ZERO, |r| Duration::from_secs_f64((i - 1) as f64 / r));
+            let by = joined[1..].iter().filter(|j| start(j.0) + j.1 <= off).count();
+            format!("{:.2} ms at +{:.0} ms ({by} joined)", ms(*d), ms(off))
+        })
+        .collect();
+    println!("slowest pings while the others join: {}", when.join(", "));
 
     // Idle: the server's memory per session, and the established vehicle's round trip with
     // every session open.
@@ -553,7 +604,7 @@ async fn run(args: &[String]) -> Result<(), Error> {
     collect(&mut rep_rx, idle_until, &mut full_rtts, &mut joined, &mut failed, None).await;
     let cpu_idle = (cpu_seconds(&pid.to_string()) - cpu_idle0.0, cpu_seconds("self") - cpu_idle0.1);
     let rx_rate = (received(&control)? - rx0) as f64 / 5.0;
-    let (_, full_p99) = summary("established vehicle, idle, all sessions open", &mut full_rtts);
+    let (_, full_p99) = summary("established vehicle, idle, all sessions open", &full_rtts);
     println!(
         "with every session open and idle: the server receives {rx_rate:.0} datagrams/s; CPU s/s: server {:.2}, emulator {:.2}",
         cpu_idle.0 / 5.0,
