@@ -18,7 +18,7 @@ mod window;
 mod xor;
 
 pub use arq::Arq;
-pub use auto::Auto;
+pub use auto::{AUTO_DEGRADE_LOSS, AUTO_RECOVER_LOSS, Auto};
 pub use codec::{Decoder, DecoderStats, Encoder};
 pub use dup::Dup;
 pub use fec::Fec;
@@ -186,6 +186,16 @@ pub enum Repair {
         kind: CodeKind,
         /// What it combines.
         coverage: Coverage,
+    },
+    /// Send a coded packet of `kind` over `coverage` on `link`, if it is usable and its coding
+    /// budget allows; otherwise not at all (redundancy owed to that link's data, [`Auto`]).
+    CodeOn {
+        /// The code.
+        kind: CodeKind,
+        /// What it combines.
+        coverage: Coverage,
+        /// The link it must go on.
+        link: LinkId,
     },
 }
 

@@ -1009,12 +1009,29 @@ impl Session {
         }
     }
 
+    /// The lifecycle thresholds in force: the configured ones, but under [`RecoveryKind::Auto`]
+    /// a link is degraded (drained) only above [`crate::recovery::AUTO_DEGRADE_LOSS`], since
+    /// `auto` codes each lossy link's data ahead of reports at that link's measured loss
+    /// ([`crate::recovery::Auto`]). At the configured 25 % a steady 20 %-loss path's noisy
+    /// estimate crossed the threshold every few seconds and the link was drained until it fell
+    /// below 10 % (FMTCP Table II case 3: 40 changes of phase in a 60 s run), and a 50 % one
+    /// (case 4) carried no data at all, though its capacity x (1 - loss) is a third of the sum.
+    fn lifecycle(&self) -> crate::link::LifecycleConfig {
+        let mut c = self.cfg.lifecycle;
+        if self.cfg.recovery == RecoveryKind::Auto {
+            c.degrade_loss = c.degrade_loss.max(crate::recovery::AUTO_DEGRADE_LOSS);
+            c.recover_loss = c.recover_loss.max(crate::recovery::AUTO_RECOVER_LOSS);
+        }
+        c
+    }
+
     /// Probing, keepalive and failure detection for every link (docs/design.md 4, links that come and
     /// go): an active link whose sends go unconfirmed for a few round trips is down.
     fn check_links(&mut self, now: Instant) {
         let down_timeout = self.down_timeout();
         let periods = KeepalivePeriods::of(&self.cfg);
         let keepalive = |s: &LinkSlot| periods.of_link(s);
+        let lifecycle = self.lifecycle();
         let mut went_down = Vec::new();
         for s in &mut self.links {
             match s.tx.state {
@@ -1032,7 +1049,7 @@ impl Session {
                     if now >= idle_since + keepalive(s) {
                         s.probe_due = true;
                     }
-                    if let Some(next) = s.life.judge(s.tx.loss().max(s.rx.loss()), now, &self.cfg.lifecycle) {
+                    if let Some(next) = s.life.judge(s.tx.loss().max(s.rx.loss()), now, &lifecycle) {
                         tracing::debug!(link = %s.tx.id, phase = next.as_str(), "link quality changed");
                         s.life.enter(next, now);
                     }

@@ -106,6 +106,18 @@ impl Session {
                         return Some(t);
                     }
                 }
+                Repair::CodeOn { kind, coverage, link } => {
+                    let max = self.min_transmit_buffer();
+                    let usable = self.usable_slots().any(|s| s.tx.id == link);
+                    let Some(slot) = self.slot_mut(link).filter(|_| usable) else { continue };
+                    if !slot.meter.allows(max) {
+                        slot.meter.on_withheld();
+                        continue;
+                    }
+                    if let Some(t) = self.send_coded(now, buf, kind, &coverage, Some(link)) {
+                        return Some(t);
+                    }
+                }
             }
         }
         self.data_wait_until = None;
