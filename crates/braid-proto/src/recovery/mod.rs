@@ -254,6 +254,13 @@ pub trait RecoverySender: Send + fmt::Debug {
     fn oldest_needed(&self) -> Option<u64> {
         None
     }
+
+    /// Whether the scheme codes for `link`'s losses ahead of reports ([`Auto`]): the link's steady
+    /// loss is made up for, and the lifecycle need not drain it for that loss.
+    fn codes_for_link(&self, link: LinkId) -> bool {
+        let _ = link;
+        false
+    }
 }
 
 /// Builds the sender side of `kind`; `seed` drives any random choice (OEC's member selection).
