@@ -270,14 +270,10 @@ impl RecoverySender for Auto {
         self.oec.poll_timeout()
     }
 
-    /// A link not measured yet counts as coded for: until its first blocks of data it is kept
-    /// through a steady loss, so that it carries the data its loss is measured on (FMTCP Table
-    /// II case 4's 50 % path was otherwise drained at once and never used).
-    fn codes_for_link(&self, link: LinkId) -> bool {
-        match self.link_owed.iter().find(|o| o.link == link).and_then(LinkOwed::random_loss) {
-            Some(loss) => Self::link_ahead(loss) > 0.0,
-            None => true,
-        }
+    /// `None` for a link with no block of data measured yet.
+    fn codes_for_link(&self, link: LinkId) -> Option<bool> {
+        let loss = self.link_owed.iter().find(|o| o.link == link).and_then(LinkOwed::random_loss)?;
+        Some(Self::link_ahead(loss) > 0.0)
     }
 
     fn oldest_needed(&self) -> Option<u64> {
@@ -317,7 +313,7 @@ mod tests {
     fn a_lossy_links_data_earns_coded_packets_on_that_link() {
         let t = Instant::ZERO;
         let mut a = Auto::new(1);
-        assert!(a.codes_for_link(LinkId(1)), "a link not measured yet is kept through its losses");
+        assert_eq!(a.codes_for_link(LinkId(1)), None, "not measured yet");
         let (mut on_lossy, mut elsewhere) = (0, 0);
         let block = LINK_LOSS_BLOCK as u64;
         for seq in 0..4 * block {
@@ -339,7 +335,7 @@ mod tests {
         let expect = block / 2;
         assert!((expect - 5..=expect).contains(&on_lossy), "{on_lossy}");
         assert_eq!(elsewhere, 0);
-        assert!(a.codes_for_link(LinkId(1)) && !a.codes_for_link(LinkId(0)));
+        assert_eq!((a.codes_for_link(LinkId(1)), a.codes_for_link(LinkId(0))), (Some(true), Some(false)));
         assert_eq!(Auto::link_ahead(0.05), 0.0);
         assert!((Auto::link_ahead(0.5) - LINK_AHEAD_FACTOR).abs() < 1e-9);
         assert!(Auto::link_ahead(1.0).is_finite() && Auto::link_ahead(f64::NAN) == 0.0);
@@ -357,7 +353,7 @@ mod tests {
             a.on_data_sent(t, seq, LinkId(0), loss);
             assert_eq!(a.poll_repair(t), None, "at {seq}");
         }
-        assert!(!a.codes_for_link(LinkId(0)));
+        assert_eq!(a.codes_for_link(LinkId(0)), Some(false));
     }
 
     #[test]

@@ -256,10 +256,11 @@ pub trait RecoverySender: Send + fmt::Debug {
     }
 
     /// Whether the scheme codes for `link`'s losses ahead of reports ([`Auto`]): the link's steady
-    /// loss is made up for, and the lifecycle need not drain it for that loss.
-    fn codes_for_link(&self, link: LinkId) -> bool {
+    /// loss is made up for, and the lifecycle need not drain it for that loss. `None` while the
+    /// scheme would but has not measured the link yet.
+    fn codes_for_link(&self, link: LinkId) -> Option<bool> {
         let _ = link;
-        false
+        Some(false)
     }
 }
 

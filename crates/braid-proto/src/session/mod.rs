@@ -1023,8 +1023,10 @@ impl Session {
     /// noisy estimate crossed the threshold every few seconds and the link was drained until it
     /// fell below 10 % (FMTCP Table II case 3: 40 changes of phase in a 60 s run), and a 50 % one
     /// (case 4) carried no data at all, though its capacity x (1 - loss) is a third of the sum.
-    /// A link not measured yet counts as coded for, so that it carries the data its loss is
-    /// measured on (case 4's 50 % path was otherwise drained at once for good). A link `auto`
+    /// Under a bulk load a link not measured yet counts as coded for, so that it carries the data
+    /// its loss is measured on (case 4's 50 % path was otherwise drained at once for good); under
+    /// a lighter load it does not (coded packets ahead of reports go only under a bulk load), and
+    /// the bus's short flows run as with the configured thresholds. A link `auto`
     /// does not code for keeps the configured thresholds: on case 2's 5 % path, whose estimate
     /// passes 25 % only in bursts of overflows, draining it for a moment cost less than keeping
     /// it (16.5 and 15.4 Mbit/s with the raised thresholds for every link, 17.0 and 16.1 with the
@@ -1032,9 +1034,13 @@ impl Session {
     /// too: it is never drained, and degraded it is probed more often, which kept PluriBus Fig.
     /// 10's sweep (one 1.5 Mbit/s link, 35 % bursty loss) at 0.79 s mean FCT; with the thresholds
     /// raised there, 3.1-7.5 s (2 runs).
-    fn lifecycle(&self, link: LinkId) -> crate::link::LifecycleConfig {
+    fn lifecycle(&self, link: LinkId, now: Instant) -> crate::link::LifecycleConfig {
         let mut c = self.cfg.lifecycle;
-        if self.cfg.recovery == RecoveryKind::Auto && self.links.len() > 1 && self.recovery.codes_for_link(link) {
+        let coded_for = match self.recovery.codes_for_link(link) {
+            Some(coded) => coded,
+            None => self.load_is_bulk(now),
+        };
+        if self.cfg.recovery == RecoveryKind::Auto && self.links.len() > 1 && coded_for {
             c.degrade_loss = c.degrade_loss.max(crate::recovery::AUTO_DEGRADE_LOSS);
             c.recover_loss = c.recover_loss.max(crate::recovery::AUTO_RECOVER_LOSS);
         }
@@ -1047,7 +1053,7 @@ impl Session {
         let down_timeout = self.down_timeout();
         let periods = KeepalivePeriods::of(&self.cfg);
         let keepalive = |s: &LinkSlot| periods.of_link(s);
-        let lifecycles: Vec<_> = self.links.iter().map(|s| self.lifecycle(s.tx.id)).collect();
+        let lifecycles: Vec<_> = self.links.iter().map(|s| self.lifecycle(s.tx.id, now)).collect();
         let mut went_down = Vec::new();
         for (s, lifecycle) in self.links.iter_mut().zip(&lifecycles) {
             match s.tx.state {
