@@ -57,8 +57,8 @@
 //!   ([`LinkOwed::random_loss`]): bursts of overflows at a full buffer otherwise set it coding
 //!   into congestion, and its coded packets' own overflows kept it there (FMTCP Table II case
 //!   2, one path losing 5 %: 14.3 Mbit/s instead of 17.0 at the mean of the last 1,024 data
-//!   packets' estimates). FMTCP Table II, seed 1: at 20 % loss on one of two 10 Mbit/s paths
-//!   the bulk flow carried 12.7 Mbit/s instead of 10.3, at 50 % 10.6 instead of 7.5. Since these
+//!   packets' estimates). FMTCP Table II, seeds 1-2: at 20 % loss on one of two 10 Mbit/s paths
+//!   the bulk flow carried 13.3 Mbit/s instead of 10.6, at 50 % 11.0 instead of 7.5. Since these
 //!   packets make up for a link's loss, `auto` drains a link it codes for only above
 //!   [`AUTO_DEGRADE_LOSS`] (`Session::lifecycle`, [`RecoverySender::codes_for_link`]).
 //! - **How to split**: earliest estimated arrival (`min-delay`) over capacity estimates that the
