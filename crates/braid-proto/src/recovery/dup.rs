@@ -28,7 +28,7 @@ impl RecoverySender for Dup {
     fn oldest_needed(&self) -> Option<u64> {
         self.pending.front().map(|r| match *r {
             Repair::Duplicate { seq, .. } | Repair::Resend { seq, .. } => seq,
-            Repair::Code { coverage, .. } => coverage.base,
+            Repair::Code { coverage, .. } | Repair::CodeOn { coverage, .. } => coverage.base,
         })
     }
 }

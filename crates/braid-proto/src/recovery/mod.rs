@@ -18,7 +18,7 @@ mod window;
 mod xor;
 
 pub use arq::Arq;
-pub use auto::Auto;
+pub use auto::{AUTO_DEGRADE_LOSS, AUTO_RECOVER_LOSS, Auto};
 pub use codec::{Decoder, DecoderStats, Encoder};
 pub use dup::Dup;
 pub use fec::Fec;
@@ -187,6 +187,16 @@ pub enum Repair {
         /// What it combines.
         coverage: Coverage,
     },
+    /// Send a coded packet of `kind` over `coverage` on `link`, if it is usable and its coding
+    /// budget allows; otherwise not at all (redundancy owed to that link's data, [`Auto`]).
+    CodeOn {
+        /// The code.
+        kind: CodeKind,
+        /// What it combines.
+        coverage: Coverage,
+        /// The link it must go on.
+        link: LinkId,
+    },
 }
 
 /// The sender side of a loss-recovery scheme. Every method takes `now` (quinn-proto's congestion
@@ -243,6 +253,14 @@ pub trait RecoverySender: Send + fmt::Debug {
     /// keeps sent packets from there on.
     fn oldest_needed(&self) -> Option<u64> {
         None
+    }
+
+    /// Whether the scheme codes for `link`'s losses ahead of reports ([`Auto`]): the link's steady
+    /// loss is made up for, and the lifecycle need not drain it for that loss. `None` while the
+    /// scheme would but has not measured the link yet.
+    fn codes_for_link(&self, link: LinkId) -> Option<bool> {
+        let _ = link;
+        Some(false)
     }
 }
 

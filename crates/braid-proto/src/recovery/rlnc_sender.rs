@@ -122,6 +122,13 @@ impl RlncSender {
         Coverage { base: self.window.base(), span, degree: span, seed }
     }
 
+    /// A coded packet over all of W, for a caller that decides itself when and where it goes;
+    /// `None` while W is empty.
+    pub fn code_over_window(&mut self, now: Instant) -> Option<Coverage> {
+        self.expire(now);
+        (!self.window.is_empty()).then(|| self.over_window())
+    }
+
     /// |W|.
     pub fn window_len(&self) -> usize {
         self.window.len()

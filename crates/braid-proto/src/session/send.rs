@@ -106,6 +106,26 @@ impl Session {
                         return Some(t);
                     }
                 }
+                Repair::CodeOn { kind, coverage, link } => {
+                    // Only under a bulk load over more than one link. Otherwise the links have
+                    // spare capacity, which opportunistic coded packets already fill right after
+                    // the data; and a lone link's holes hold back no other link's packets, while
+                    // these take capacity from its own data (PluriBus Fig. 10's sweep, one
+                    // 1.5 Mbit/s link losing 35 % in bursts: mean FCT 0.79 s without, 3.1 s with).
+                    if !self.load_is_bulk(now) || self.usable_slots().nth(1).is_none() {
+                        continue;
+                    }
+                    let max = self.min_transmit_buffer();
+                    let usable = self.usable_slots().any(|s| s.tx.id == link);
+                    let Some(slot) = self.slot_mut(link).filter(|_| usable) else { continue };
+                    if !slot.meter.allows(max) {
+                        slot.meter.on_withheld();
+                        continue;
+                    }
+                    if let Some(t) = self.send_coded(now, buf, kind, &coverage, Some(link)) {
+                        return Some(t);
+                    }
+                }
             }
         }
         self.data_wait_until = None;
