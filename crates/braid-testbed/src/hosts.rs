@@ -10,7 +10,7 @@
 //! | `mss` | `advmss` on the same routes, when it is not the default |
 //! | `initial_rto_ms` | a BPF `sock_ops` program ([`braid_bpf`]) on a cgroup the end hosts run in |
 //! | `buffer_kb` | not applied: the kernel autotunes its buffers ([`unapplied`] says so) |
-//! | `sack`, `hystart`, `linux_rto`, `byte_counting`, `rack` | nothing to apply: the kernels run Linux's SACK recovery, CUBIC's HyStart, Linux's RTO rule, its per-segment window growth and RACK, all by default, and so do the simulator's hosts with these keys' defaults (true); a file that turns one off models an older host the kernels are not, and [`unapplied`] says so |
+//! | `sack`, `hystart`, `linux_rto`, `byte_counting`, `rack`, `whole_segments` | nothing to apply: the kernels run Linux's SACK recovery, CUBIC's HyStart, Linux's RTO rule, its per-segment window growth, RACK and a window counted in whole segments, all by default, and so do the simulator's hosts with these keys' defaults (true); a file that turns one off models an older host the kernels are not, and [`unapplied`] says so |
 //!
 //! Defaults need nothing special: with `initial_rto_ms = 1000` there is no cgroup and no BPF,
 //! and default windows, RTO bound and MSS are not set on the routes.
@@ -55,6 +55,7 @@ pub fn unapplied(spec: &TcpSpec) -> Vec<String> {
         ("linux_rto", spec.linux_rto, "Linux's RTO rule"),
         ("byte_counting", spec.byte_counting, "window growth by every segment acknowledged"),
         ("rack", spec.rack, "RACK"),
+        ("whole_segments", spec.whole_segments, "a window counted in whole segments"),
     ];
     for (key, on, what) in linux {
         if !on {

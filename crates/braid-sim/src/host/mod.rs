@@ -150,6 +150,10 @@ pub struct HostConfig {
     /// RACK for SACK recovery's resends: one lost again is found by what was sent after it,
     /// without waiting for a timeout (RFC 8985; smoltcp's `set_rack`).
     pub rack: bool,
+    /// Only whole segments while the congestion window holds the sender back, as Linux, which
+    /// counts its window in segments (smoltcp's `set_whole_segments`); off, smoltcp fills
+    /// whatever room the window has, a runt of a few bytes after each full segment.
+    pub whole_segments: bool,
     /// Upper bound on the MSS, like a router's MSS clamping in front of a tunnel; applied by
     /// lowering the MTU the stack sees to `mss + 40`.
     pub mss_clamp: Option<u16>,
@@ -168,9 +172,9 @@ pub struct HostConfig {
 
 impl HostConfig {
     /// A host at `address/prefix_len` as today's Linux: MTU 1500, CUBIC with HyStart, SACK
-    /// recovery with RACK, byte counting, Linux's RTO rule and bounds (1 s initial, 200 ms
+    /// recovery with RACK, byte counting, whole segments, Linux's RTO rule and bounds (1 s initial, 200 ms
     /// minimum) and initial window (14600 bytes); no MSS clamp, 256 KiB socket buffers, seed 0,
-    /// 60 s idle timeout, 60 s linger. Turn the five options off for smoltcp's own (older) TCP.
+    /// 60 s idle timeout, 60 s linger. Turn the six options off for smoltcp's own (older) TCP.
     pub fn new(address: Ipv4Addr, prefix_len: u8) -> Self {
         HostConfig {
             address,
@@ -185,6 +189,7 @@ impl HostConfig {
             linux_rto: true,
             byte_counting: true,
             rack: true,
+            whole_segments: true,
             mss_clamp: None,
             socket_buffer: 256 * 1024,
             seed: 0,
@@ -317,6 +322,7 @@ pub struct TcpHost {
     linux_rto: bool,
     byte_counting: bool,
     rack: bool,
+    whole_segments: bool,
     limits: Limits,
     iface: Interface,
     device: QueueDevice,
@@ -382,6 +388,7 @@ impl TcpHost {
             linux_rto: config.linux_rto,
             byte_counting: config.byte_counting,
             rack: config.rack,
+            whole_segments: config.whole_segments,
             limits: Limits { idle_timeout: config.idle_timeout, linger: config.linger },
             iface,
             device,
@@ -585,6 +592,7 @@ impl TcpHost {
         socket.set_linux_rto(self.linux_rto);
         socket.set_byte_counting(self.byte_counting);
         socket.set_rack(self.rack);
+        socket.set_whole_segments(self.whole_segments);
 
         // The sender writes whole buffers at once; Nagle would only hold back the last segment
         // of a flow behind an ACK the peer delays.

@@ -12,8 +12,8 @@ use super::scheme::{Peer, RecoveryKind, SchedulerKind, SchemeKind, SchemeSpec};
 use super::{
     Congestion, DEFAULT_BUFFER_KB, DEFAULT_BYTE_COUNTING, DEFAULT_DELAY_MS, DEFAULT_HYSTART, DEFAULT_INITIAL_RTO_MS,
     DEFAULT_INITIAL_WINDOW_BYTES, DEFAULT_LINUX_RTO, DEFAULT_MIN_RTO_MS, DEFAULT_MSS, DEFAULT_PACKET_BYTES,
-    DEFAULT_QUEUE_KB, DEFAULT_RACK, DEFAULT_RUNS, DEFAULT_SACK, DEFAULT_SEED, Direction, LinkSpec, Scenario,
-    ScenarioError, TcpSpec, WorkloadSpec,
+    DEFAULT_QUEUE_KB, DEFAULT_RACK, DEFAULT_RUNS, DEFAULT_SACK, DEFAULT_SEED, DEFAULT_WHOLE_SEGMENTS, Direction,
+    LinkSpec, Scenario, ScenarioError, TcpSpec, WorkloadSpec,
 };
 use crate::link::{DriveBy, LinkDirSpec, LossSpec, Outage, RateSpec, Schedule, Trace, Vehicle};
 use crate::workload::Dist;
@@ -731,5 +731,6 @@ fn tcp(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawTcp) -> Result<TcpSpec> {
         linux_rto: raw.linux_rto.unwrap_or(DEFAULT_LINUX_RTO),
         byte_counting: raw.byte_counting.unwrap_or(DEFAULT_BYTE_COUNTING),
         rack: raw.rack.unwrap_or(DEFAULT_RACK),
+        whole_segments: raw.whole_segments.unwrap_or(DEFAULT_WHOLE_SEGMENTS),
     })
 }

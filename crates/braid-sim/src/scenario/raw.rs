@@ -174,6 +174,7 @@ pub(crate) struct RawTcp {
     pub linux_rto: Option<bool>,
     pub byte_counting: Option<bool>,
     pub rack: Option<bool>,
+    pub whole_segments: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

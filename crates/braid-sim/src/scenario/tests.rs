@@ -160,6 +160,7 @@ hystart = true
 linux_rto = true
 byte_counting = true
 rack = true
+whole_segments = false
 "#;
     let s = Scenario::from_str(text, &dir).unwrap();
     assert_eq!((s.name.as_str(), s.duration, s.runs, s.seed), ("all", Duration::from_millis(12_500), 3, 99));
@@ -228,6 +229,7 @@ rack = true
             linux_rto: true,
             byte_counting: true,
             rack: true,
+            whole_segments: false,
         }
     );
 }
