@@ -152,8 +152,8 @@ enum ProbePhase {
     /// data while the modelled queue is busy ([`TxLink::on_send_spare`]).
     Probing { until: Instant, gain: f64, base: f64, beside: bool },
     /// The probe ended; the peer's estimate may still rise until `until` (its measurement window and
-    /// report interval, plus a round trip).
-    Settling { until: Instant, base: f64 },
+    /// report interval, plus a round trip). `beside`: it was a restore probe.
+    Settling { until: Instant, base: f64, beside: bool },
 }
 
 /// One datagram sent: its wire timestamp, when, and the queue the model predicted it would
@@ -214,6 +214,11 @@ pub struct TxLink {
     probe: ProbePhase,
     /// The last probe raised the estimate: the next one follows at once, at [`GROWTH_GAIN`].
     growing: bool,
+    /// The last probe that raised the estimate was a restore probe ([`Self::restoring`]).
+    restore_grew: bool,
+    /// The estimate the peer reported last, bit/s: the highest estimate counts only what two
+    /// reports in a row stood at.
+    last_reported: f64,
     /// The highest estimate the peer reported over the last one to two [`PEAK_BUCKET`]s
     /// (current bucket, previous bucket, bucket start).
     peak: (f64, f64, Option<Instant>),
@@ -266,6 +271,8 @@ impl TxLink {
             // A link whose capacity nobody configured starts as BBR does, doubling; one with a
             // configured figure is only checked now and then.
             growing: bootstrap_bps <= 0.0,
+            restore_grew: false,
+            last_reported: 0.0,
             peak: (f64::NEG_INFINITY, f64::NEG_INFINITY, None),
             beside_next: now,
             echoed_queue_us: 0,
@@ -311,12 +318,13 @@ impl TxLink {
     pub fn handle_probe_timer(&mut self, now: Instant, wanted: bool) {
         let settle = PROBE_LEN + self.srtt.unwrap_or(Duration::from_millis(100)).min(Duration::from_millis(500));
         match self.probe {
-            ProbePhase::Probing { until, base, .. } if now >= until => {
-                self.probe = ProbePhase::Settling { until: now + settle, base };
+            ProbePhase::Probing { until, base, beside, .. } if now >= until => {
+                self.probe = ProbePhase::Settling { until: now + settle, base, beside };
             }
             ProbePhase::Settling { until, .. } if now >= until => {
                 // Nothing more was found: probe again only after a while, gently.
                 self.growing = false;
+                self.restore_grew = false;
                 self.probe = ProbePhase::Idle { next: now + PROBE_PERIOD };
             }
             ProbePhase::Idle { next } if now >= next && wanted && self.state == LinkState::Active => {
@@ -342,15 +350,17 @@ impl TxLink {
     /// success, and the next probe follows at once at [`GROWTH_GAIN`].
     fn on_capacity_report(&mut self, now: Instant, bps: f64) {
         match self.probe {
-            ProbePhase::Probing { until, base, .. } if bps >= PROBE_SUCCESS * base => {
+            ProbePhase::Probing { until, base, beside, .. } if bps >= PROBE_SUCCESS * base => {
                 self.growing = true;
+                self.restore_grew = beside;
                 // Keep probing from the new estimate, at the growth gain.
                 let beside = self.restoring();
                 let gain = self.probe_gain(beside);
                 self.probe = ProbePhase::Probing { until: until.max(now + PROBE_LEN), gain, base: bps, beside };
             }
-            ProbePhase::Settling { base, .. } if bps >= PROBE_SUCCESS * base => {
+            ProbePhase::Settling { base, beside, .. } if bps >= PROBE_SUCCESS * base => {
                 self.growing = true;
+                self.restore_grew = beside;
                 self.probe = ProbePhase::Idle { next: now };
             }
             _ => {}
@@ -365,7 +375,7 @@ impl TxLink {
 
     /// Whether this link's capacity is probed beside its data: its measured estimate fell below
     /// [`RESTORE_FELL`] of its recent highest ([`Self::recent_peak_bps`]), or a restore probe
-    /// keeps raising it and it is still below [`RESTORE_UNTIL`] of that. The session also asks
+    /// raised it last and it is still below [`RESTORE_UNTIL`] of that. The session also asks
     /// for such a link's probes while the passengers' load is near the estimates, queue or no
     /// queue.
     ///
@@ -381,19 +391,22 @@ impl TxLink {
     /// probe ([`Self::check_queue`]).
     pub fn restoring(&self) -> bool {
         let (c, peak) = (self.capacity_bps(), self.recent_peak_bps());
-        self.capacity_bps > 0.0 && (c < RESTORE_FELL * peak || (self.growing && c < RESTORE_UNTIL * peak))
+        self.capacity_bps > 0.0 && (c < RESTORE_FELL * peak || (self.restore_grew && c < RESTORE_UNTIL * peak))
     }
 
-    /// The gain of the next probe: [`GROWTH_GAIN`] while probes keep raising the estimate (for a
-    /// restore probe, only while that stays within the link's recent highest, which it carried
-    /// then), else [`CRUISE_GAIN`] (BBR ProbeBW's up phase, draft-cardwell-iccrg-bbr-congestion-control
-    /// 4.3.3.3).
+    /// The gain of the next probe: [`GROWTH_GAIN`] while probes keep raising the estimate, else
+    /// [`CRUISE_GAIN`] (BBR ProbeBW's up phase, draft-cardwell-iccrg-bbr-congestion-control
+    /// 4.3.3.3). A restore probe (`beside`) grows only after a restore probe raised the estimate,
+    /// and only while that stays within the link's recent highest, which it carried then: its
+    /// packets go into a link that may be full, where a doubling overflows a modem's buffer
+    /// before the peer's echo can stop it.
     fn probe_gain(&self, beside: bool) -> f64 {
-        if !self.growing || (beside && self.capacity_bps() * GROWTH_GAIN > self.recent_peak_bps()) {
-            CRUISE_GAIN
+        let grow = if beside {
+            self.restore_grew && self.capacity_bps() * GROWTH_GAIN <= self.recent_peak_bps()
         } else {
-            GROWTH_GAIN
-        }
+            self.growing
+        };
+        if grow { GROWTH_GAIN } else { CRUISE_GAIN }
     }
 
     /// When a restore probe's next coded packet may go beside the data; `None` unless a restore
@@ -646,6 +659,7 @@ impl TxLink {
             && measured_us as f64 - sent.queue_us > PROBE_MAX_QUEUE.as_micros() as f64
         {
             self.growing = false;
+            self.restore_grew = false;
             self.probe = ProbePhase::Idle { next: now + PROBE_PERIOD };
         }
         if self.corrected_at.is_some_and(|c| sent.at <= c) {
@@ -674,6 +688,7 @@ impl TxLink {
         // before the modem's buffer overflows (BBR leaves startup when the pipe is full).
         if let ProbePhase::Probing { .. } | ProbePhase::Settling { .. } = self.probe {
             self.growing = false;
+            self.restore_grew = false;
             self.probe = ProbePhase::Idle { next: now + PROBE_PERIOD };
         }
         true
@@ -690,7 +705,10 @@ impl TxLink {
                 self.queue_at = now;
             }
             self.capacity_bps = new;
-            track_max(&mut self.peak, PEAK_BUCKET, now, new);
+            // A single report overshooting (a busy host's receive batching made a 5 Mbit/s
+            // uplink's estimate 16 for a moment) is not what the link carried.
+            track_max(&mut self.peak, PEAK_BUCKET, now, new.min(self.last_reported));
+            self.last_reported = new;
             self.on_capacity_report(now, new);
         }
         self.loss = loss.clamp(0.0, 1.0);
@@ -1050,6 +1068,7 @@ mod tests {
         // queue busy, where an ordinary probe's coded packets cannot go.
         let mut l = TxLink::new(LinkId(0), None, 0.0, LinkState::Active, Instant::ZERO);
         l.on_report(Instant::ZERO, 20_000, 0.0, None);
+        l.on_report(Instant::from_millis(100), 20_000, 0.0, None);
         assert!(!l.restoring(), "an estimate at its recent highest");
         let t1 = Instant::from_millis(1000);
         l.on_report(t1, 2_000, 0.0, None);
@@ -1070,7 +1089,9 @@ mod tests {
         assert_eq!(l.beside_probe_at(), Some(t1 + Duration::from_millis(20)));
         assert!(!l.beside_probe_due(t1 + Duration::from_millis(19)));
         // The estimate rises: the probe goes on at the growth gain, which the recent 20 Mbit/s
-        // allows, so its packets go at the estimate beside the data.
+        // allows, so its packets go at the estimate beside the data. (A first restore probe goes
+        // at the cruise gain, whatever raised the estimate before.)
+        assert_eq!(l.probe_gain(true), CRUISE_GAIN);
         let t2 = t1 + Duration::from_millis(150);
         l.on_report(t2, 2_500, 0.0, None);
         assert!(l.restoring());
@@ -1091,6 +1112,9 @@ mod tests {
         // A link whose estimate stands is probed the ordinary way: its probe's packets fill the
         // modelled queue.
         let mut m = TxLink::new(LinkId(1), None, 0.0, LinkState::Active, Instant::ZERO);
+        m.on_report(Instant::ZERO, 20_000, 0.0, None);
+        // One report overshooting is not a highest that makes the link look fallen.
+        m.on_report(Instant::ZERO, 60_000, 0.0, None);
         m.on_report(Instant::ZERO, 20_000, 0.0, None);
         m.on_send(Instant::ZERO, 1250);
         m.handle_probe_timer(Instant::ZERO, true);
