@@ -339,6 +339,15 @@ impl TxLink {
                 }
                 let beside = self.restoring();
                 let gain = self.probe_gain(beside);
+                if beside {
+                    tracing::debug!(
+                        link = %self.id,
+                        estimate_kbps = self.capacity_bps() / 1e3,
+                        peak_kbps = self.recent_peak_bps() / 1e3,
+                        gain,
+                        "restore probe"
+                    );
+                }
                 self.probe = ProbePhase::Probing { until: now + PROBE_LEN, gain, base: self.capacity_bps(), beside };
                 self.beside_next = now;
             }
