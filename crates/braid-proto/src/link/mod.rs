@@ -16,7 +16,9 @@ pub use tx::{
     LinkState, OVERDUE_DOWN, OVERDUE_MARGIN, PROBES_BEFORE_DOWN, PROBES_TO_ACTIVATE, SILENCE_CONFIRM, TxLink,
 };
 
+use crate::time::Instant;
 use std::fmt;
+use std::time::Duration;
 
 /// Identifies one of a vehicle's uplinks within a session (carried in every datagram).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -44,4 +46,20 @@ pub(crate) fn bps_to_kbps(bps: f64) -> u32 {
 /// Time to put `bytes` on a link of `bps` bits per second, in µs (0 when the rate is unknown).
 pub(crate) fn tx_time_us(bytes: usize, bps: f64) -> f64 {
     if bps > 0.0 { bytes as f64 * 8.0 * 1e6 / bps } else { 0.0 }
+}
+
+/// Keeps in `max` (current bucket, previous bucket, bucket start) the largest `value` of the last
+/// one to two `bucket`s, `value` included, and returns it.
+pub(crate) fn track_max(max: &mut (f64, f64, Option<Instant>), bucket: Duration, now: Instant, value: f64) -> f64 {
+    let (cur, prev, since) = max;
+    match since {
+        Some(t) if now < *t + bucket => {}
+        _ => {
+            *prev = *cur;
+            *cur = f64::NEG_INFINITY;
+            *since = Some(now);
+        }
+    }
+    *cur = cur.max(value);
+    cur.max(*prev)
 }

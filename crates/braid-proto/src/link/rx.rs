@@ -1,6 +1,6 @@
 //! Receiver-side estimators for one incoming link direction (PluriBus 5.1-5.3).
 
-use super::{bps_to_kbps, tx_time_us};
+use super::{bps_to_kbps, track_max, tx_time_us};
 use crate::seq;
 use crate::time::Instant;
 use std::collections::VecDeque;
@@ -126,22 +126,6 @@ pub const CONGESTION_QUEUE_SHARE: f64 = 0.9;
 pub const CONGESTION_LOSS_MAX: f64 = 0.05;
 /// The largest recent queue is the maximum over the last one to two of these spans.
 const QUEUE_MAX_BUCKET: Duration = Duration::from_secs(5);
-
-/// Keeps in `max` (current bucket, previous bucket, bucket start) the largest `value` of the last
-/// one to two `bucket`s, `value` included, and returns it.
-fn track_max(max: &mut (f64, f64, Option<Instant>), bucket: Duration, now: Instant, value: f64) -> f64 {
-    let (cur, prev, since) = max;
-    match since {
-        Some(t) if now < *t + bucket => {}
-        _ => {
-            *prev = *cur;
-            *cur = f64::NEG_INFINITY;
-            *since = Some(now);
-        }
-    }
-    *cur = cur.max(value);
-    cur.max(*prev)
-}
 
 /// Measures one incoming link direction: loss, capacity and one-way delay plus clock offset.
 #[derive(Debug, Clone)]

@@ -1,7 +1,7 @@
 //! Sender-side state of one outgoing link direction: queue estimate, reported path properties,
 //! liveness (PluriBus 5.2, 5.3; docs/design.md 4 "links that come and go").
 
-use super::{LinkId, tx_time_us};
+use super::{LinkId, track_max, tx_time_us};
 use crate::time::Instant;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -127,6 +127,19 @@ pub const GROWTH_GAIN: f64 = 2.0;
 pub const CRUISE_GAIN: f64 = 1.25;
 /// A probe succeeded when the peer's estimate rose by this factor while or shortly after it ran.
 const PROBE_SUCCESS: f64 = 1.1;
+/// A link whose estimate is below this share of its highest of the last [`PEAK_BUCKET`]s has
+/// fell recently and is probed beside its data ([`TxLink::restoring`]).
+pub const RESTORE_FELL: f64 = 0.5;
+/// A restore whose probes keep raising the estimate goes on, beside the data, up to this share
+/// of the recent highest; the ordinary probes take over from there.
+pub const RESTORE_UNTIL: f64 = 0.9;
+/// The highest estimate is kept over the last one to two of these spans
+/// ([`TxLink::recent_peak_bps`]): longer than a modem's rate stays down while a vehicle passes a
+/// bad spot (bench-bond's drop case: 10 s). BBR keeps its bandwidth maximum over a few round
+/// trips, since it probes all the time (draft-cardwell-iccrg-bbr-congestion-control, 4.5.2.4);
+/// this one is only a memory of what the link carried lately, which says a restore probe's
+/// doubling may go that far.
+pub const PEAK_BUCKET: Duration = Duration::from_secs(15);
 
 /// Where a link's capacity probing is (BBR's ProbeBW up phase, with its startup's doubling while
 /// probes keep finding more).
@@ -135,10 +148,12 @@ enum ProbePhase {
     /// Not probing; the next probe is due at `next`.
     Idle { next: Instant },
     /// Sending at `gain` times the estimate until `until`; `base` is the estimate it started from.
-    Probing { until: Instant, gain: f64, base: f64 },
+    /// `beside`: a restore probe ([`TxLink::restoring`]), whose coded packets also go beside the
+    /// data while the modelled queue is busy ([`TxLink::on_send_spare`]).
+    Probing { until: Instant, gain: f64, base: f64, beside: bool },
     /// The probe ended; the peer's estimate may still rise until `until` (its measurement window and
-    /// report interval, plus a round trip).
-    Settling { until: Instant, base: f64 },
+    /// report interval, plus a round trip). `beside`: it was a restore probe.
+    Settling { until: Instant, base: f64, beside: bool },
 }
 
 /// One datagram sent: its wire timestamp, when, and the queue the model predicted it would
@@ -199,6 +214,16 @@ pub struct TxLink {
     probe: ProbePhase,
     /// The last probe raised the estimate: the next one follows at once, at [`GROWTH_GAIN`].
     growing: bool,
+    /// The last probe that raised the estimate was a restore probe ([`Self::restoring`]).
+    restore_grew: bool,
+    /// The estimate the peer reported last, bit/s: the highest estimate counts only what two
+    /// reports in a row stood at.
+    last_reported: f64,
+    /// The highest estimate the peer reported over the last one to two [`PEAK_BUCKET`]s
+    /// (current bucket, previous bucket, bucket start).
+    peak: (f64, f64, Option<Instant>),
+    /// When a restore probe's next coded packet may go beside the data.
+    beside_next: Instant,
     /// The queue the newest echoed datagram met, µs (the peer's measurement), and when it came.
     echoed_queue_us: i64,
     echoed_at: Option<Instant>,
@@ -246,6 +271,10 @@ impl TxLink {
             // A link whose capacity nobody configured starts as BBR does, doubling; one with a
             // configured figure is only checked now and then.
             growing: bootstrap_bps <= 0.0,
+            restore_grew: false,
+            last_reported: 0.0,
+            peak: (f64::NEG_INFINITY, f64::NEG_INFINITY, None),
+            beside_next: now,
             echoed_queue_us: 0,
             peak_queue_us: 0,
             echoed_at: None,
@@ -289,12 +318,13 @@ impl TxLink {
     pub fn handle_probe_timer(&mut self, now: Instant, wanted: bool) {
         let settle = PROBE_LEN + self.srtt.unwrap_or(Duration::from_millis(100)).min(Duration::from_millis(500));
         match self.probe {
-            ProbePhase::Probing { until, base, .. } if now >= until => {
-                self.probe = ProbePhase::Settling { until: now + settle, base };
+            ProbePhase::Probing { until, base, beside, .. } if now >= until => {
+                self.probe = ProbePhase::Settling { until: now + settle, base, beside };
             }
             ProbePhase::Settling { until, .. } if now >= until => {
                 // Nothing more was found: probe again only after a while, gently.
                 self.growing = false;
+                self.restore_grew = false;
                 self.probe = ProbePhase::Idle { next: now + PROBE_PERIOD };
             }
             ProbePhase::Idle { next } if now >= next && wanted && self.state == LinkState::Active => {
@@ -307,8 +337,19 @@ impl TxLink {
                     self.probe = ProbePhase::Idle { next: now + PROBE_RETRY };
                     return;
                 }
-                let gain = if self.growing { GROWTH_GAIN } else { CRUISE_GAIN };
-                self.probe = ProbePhase::Probing { until: now + PROBE_LEN, gain, base: self.capacity_bps() };
+                let beside = self.restoring();
+                let gain = self.probe_gain(beside);
+                if beside {
+                    tracing::debug!(
+                        link = %self.id,
+                        estimate_kbps = self.capacity_bps() / 1e3,
+                        peak_kbps = self.recent_peak_bps() / 1e3,
+                        gain,
+                        "restore probe"
+                    );
+                }
+                self.probe = ProbePhase::Probing { until: now + PROBE_LEN, gain, base: self.capacity_bps(), beside };
+                self.beside_next = now;
             }
             _ => {}
         }
@@ -318,17 +359,74 @@ impl TxLink {
     /// success, and the next probe follows at once at [`GROWTH_GAIN`].
     fn on_capacity_report(&mut self, now: Instant, bps: f64) {
         match self.probe {
-            ProbePhase::Probing { until, base, .. } if bps >= PROBE_SUCCESS * base => {
+            ProbePhase::Probing { until, base, beside, .. } if bps >= PROBE_SUCCESS * base => {
                 self.growing = true;
+                self.restore_grew = beside;
                 // Keep probing from the new estimate, at the growth gain.
-                self.probe = ProbePhase::Probing { until: until.max(now + PROBE_LEN), gain: GROWTH_GAIN, base: bps };
+                let beside = self.restoring();
+                let gain = self.probe_gain(beside);
+                self.probe = ProbePhase::Probing { until: until.max(now + PROBE_LEN), gain, base: bps, beside };
             }
-            ProbePhase::Settling { base, .. } if bps >= PROBE_SUCCESS * base => {
+            ProbePhase::Settling { base, beside, .. } if bps >= PROBE_SUCCESS * base => {
                 self.growing = true;
+                self.restore_grew = beside;
                 self.probe = ProbePhase::Idle { next: now };
             }
             _ => {}
         }
+    }
+
+    /// The highest capacity estimate the peer reported over the last one to two
+    /// [`PEAK_BUCKET`]s, bit/s (0 before any).
+    pub fn recent_peak_bps(&self) -> f64 {
+        self.peak.0.max(self.peak.1).max(0.0)
+    }
+
+    /// Whether this link's capacity is probed beside its data: its measured estimate fell below
+    /// [`RESTORE_FELL`] of its recent highest ([`Self::recent_peak_bps`]), or a restore probe
+    /// raised it last and it is still below [`RESTORE_UNTIL`] of that. The session also asks
+    /// for such a link's probes while the passengers' load is near the estimates, queue or no
+    /// queue.
+    ///
+    /// A passenger that paces at what the tunnel delivers (BBR) sends at the sum of the
+    /// estimates; the earliest-arrival rule feeds each link its estimate, so a link whose rate
+    /// came back (bench-bond's uplink from 2 to 20 Mbit/s) delivers no more than its old
+    /// estimate, builds no queue, and keeps its modelled queue busy, where an ordinary probe's
+    /// coded packets cannot go: its estimate stayed low for 4-8 s or for good. A restore probe's
+    /// coded packets go beside the data ([`Self::on_send_spare`]): the delivery rate they add
+    /// raises the peer's estimate, and they are copies, so they reorder and hold up no data.
+    /// Only a link that carried more lately is probed so, and only while the peer measures its
+    /// queue at its floor ([`PROBE_MAX_QUEUE`]); the first queue beyond the model's ends the
+    /// probe ([`Self::check_queue`]).
+    pub fn restoring(&self) -> bool {
+        let (c, peak) = (self.capacity_bps(), self.recent_peak_bps());
+        self.capacity_bps > 0.0 && (c < RESTORE_FELL * peak || (self.restore_grew && c < RESTORE_UNTIL * peak))
+    }
+
+    /// The gain of the next probe: [`GROWTH_GAIN`] while probes keep raising the estimate, else
+    /// [`CRUISE_GAIN`] (BBR ProbeBW's up phase, draft-cardwell-iccrg-bbr-congestion-control
+    /// 4.3.3.3). A restore probe (`beside`) grows only after a restore probe raised the estimate,
+    /// and only while that stays within the link's recent highest, which it carried then: its
+    /// packets go into a link that may be full, where a doubling overflows a modem's buffer
+    /// before the peer's echo can stop it.
+    fn probe_gain(&self, beside: bool) -> f64 {
+        let grow = if beside {
+            self.restore_grew && self.capacity_bps() * GROWTH_GAIN <= self.recent_peak_bps()
+        } else {
+            self.growing
+        };
+        if grow { GROWTH_GAIN } else { CRUISE_GAIN }
+    }
+
+    /// When a restore probe's next coded packet may go beside the data; `None` unless a restore
+    /// probe runs ([`Self::restoring`]).
+    pub fn beside_probe_at(&self) -> Option<Instant> {
+        matches!(self.probe, ProbePhase::Probing { beside: true, .. }).then_some(self.beside_next)
+    }
+
+    /// Whether a restore probe's coded packet may go at `now` whatever the modelled queue.
+    pub fn beside_probe_due(&self, now: Instant) -> bool {
+        self.beside_probe_at().is_some_and(|t| now >= t)
     }
 
     /// The configured capacity bootstrap, bit/s.
@@ -495,8 +593,19 @@ impl TxLink {
     /// sooner and the coders fill it at gain times the estimate (BBR's pacing gain). Where the
     /// link is no faster the model is short by what the probe overfilled; the peer's echoes show
     /// that queue ([`Self::check_queue`]), which ends the probe and corrects the model.
+    ///
+    /// A restore probe's packet sent while the modelled queue is busy ([`Self::restoring`]) goes
+    /// beside the data: it takes no room in the model, so the data the earliest-arrival rule
+    /// gives the link stays where it was, and such packets are paced at `(gain - 1) x capacity`,
+    /// so that with the data the link carries `gain` times its estimate, as BBR's probing pacing
+    /// gain does (draft-cardwell-iccrg-bbr-congestion-control 4.3.3.3).
     pub fn on_send_spare(&mut self, now: Instant, size: usize) -> u64 {
         let rate = match self.probe {
+            ProbePhase::Probing { gain, beside: true, .. } if !self.queue_is_empty(now) => {
+                let extra = self.capacity_bps() * (gain - 1.0);
+                self.beside_next = now + Duration::from_micros(tx_time_us(size, extra).ceil() as u64);
+                f64::INFINITY
+            }
             ProbePhase::Probing { gain, .. } => self.capacity_bps() * gain,
             _ => {
                 let paced = tx_time_us(size, self.capacity_bps() * self.coding_gain(now));
@@ -552,6 +661,16 @@ impl TxLink {
         self.echoed_queue_us = measured_us;
         self.peak_queue_us = self.peak_queue_us.max(measured_us);
         self.echoed_at = Some(now);
+        // A restore probe stops at the first queue its packets beside the model built: the link
+        // has no more room, and the data behind them waits (BBR ends its up phase when the
+        // queue grows, draft-cardwell-iccrg-bbr-congestion-control 4.3.3.3).
+        if let ProbePhase::Probing { beside: true, .. } = self.probe
+            && measured_us as f64 - sent.queue_us > PROBE_MAX_QUEUE.as_micros() as f64
+        {
+            self.growing = false;
+            self.restore_grew = false;
+            self.probe = ProbePhase::Idle { next: now + PROBE_PERIOD };
+        }
         if self.corrected_at.is_some_and(|c| sent.at <= c) {
             return false;
         }
@@ -578,6 +697,7 @@ impl TxLink {
         // before the modem's buffer overflows (BBR leaves startup when the pipe is full).
         if let ProbePhase::Probing { .. } | ProbePhase::Settling { .. } = self.probe {
             self.growing = false;
+            self.restore_grew = false;
             self.probe = ProbePhase::Idle { next: now + PROBE_PERIOD };
         }
         true
@@ -594,6 +714,10 @@ impl TxLink {
                 self.queue_at = now;
             }
             self.capacity_bps = new;
+            // A single report overshooting (a busy host's receive batching made a 5 Mbit/s
+            // uplink's estimate 16 for a moment) is not what the link carried.
+            track_max(&mut self.peak, PEAK_BUCKET, now, new.min(self.last_reported));
+            self.last_reported = new;
             self.on_capacity_report(now, new);
         }
         self.loss = loss.clamp(0.0, 1.0);
@@ -944,6 +1068,75 @@ mod tests {
         let g = l.coding_gain(t2 + Duration::from_secs(60));
         assert!((g - (CODING_GAIN_MIN + 60.0 * CODING_GAIN_RECOVERY)).abs() < 1e-9, "{g}");
         assert_eq!(l.coding_gain(t2 + Duration::from_secs(1000)), 1.0);
+    }
+
+    #[test]
+    fn a_link_whose_estimate_fell_is_probed_beside_its_data() {
+        // bench-bond's drop case under BBR passengers: an uplink's estimate followed its rate
+        // from 20 to 2 Mbit/s, and the data the earliest-arrival rule gives it keeps its modelled
+        // queue busy, where an ordinary probe's coded packets cannot go.
+        let mut l = TxLink::new(LinkId(0), None, 0.0, LinkState::Active, Instant::ZERO);
+        l.on_report(Instant::ZERO, 20_000, 0.0, None);
+        l.on_report(Instant::from_millis(100), 20_000, 0.0, None);
+        assert!(!l.restoring(), "an estimate at its recent highest");
+        let t1 = Instant::from_millis(1000);
+        l.on_report(t1, 2_000, 0.0, None);
+        l.growing = false;
+        assert!(l.restoring(), "2 of the 20 Mbit/s of the last seconds");
+        // Data fills the model 10 ms deep.
+        for _ in 0..2 {
+            l.on_send(t1, 1250);
+        }
+        assert_eq!(l.queue_delay(t1), Duration::from_millis(10));
+        l.handle_probe_timer(t1, true);
+        assert!(l.is_probing());
+        assert_eq!(l.beside_probe_at(), Some(t1), "its first packet may go at once, queue or no queue");
+        // A restore probe's packet takes no room in the model and is paced at a quarter of the
+        // estimate (BBR's 5/4 with the data): 1250 bytes at 0.5 Mbit/s, 20 ms.
+        l.on_send_spare(t1, 1250);
+        assert_eq!(l.queue_delay(t1), Duration::from_millis(10), "data keeps its place");
+        assert_eq!(l.beside_probe_at(), Some(t1 + Duration::from_millis(20)));
+        assert!(!l.beside_probe_due(t1 + Duration::from_millis(19)));
+        // The estimate rises: the probe goes on at the growth gain, which the recent 20 Mbit/s
+        // allows, so its packets go at the estimate beside the data. (A first restore probe goes
+        // at the cruise gain, whatever raised the estimate before.)
+        assert_eq!(l.probe_gain(true), CRUISE_GAIN);
+        let t2 = t1 + Duration::from_millis(150);
+        l.on_report(t2, 2_500, 0.0, None);
+        assert!(l.restoring());
+        l.on_send(t2, 1250);
+        l.on_send_spare(t2, 1250);
+        assert_eq!(l.beside_probe_at(), Some(t2 + Duration::from_millis(4)), "1250 bytes at 2.5 Mbit/s");
+        // Near the recent highest the gain is the cruise gain.
+        l.on_report(t2, 12_000, 0.0, None);
+        assert_eq!(l.probe_gain(true), CRUISE_GAIN, "24 Mbit/s is beyond the recent 20");
+        // The first queue beyond the model's ends it: 6 ms measured against a model of 0.
+        let t3 = t2 + Duration::from_secs(1);
+        let ts = t3.wire_timestamp();
+        l.on_send(t3, 100);
+        let model = l.queue_delay(t3).as_micros() as i64;
+        l.check_queue(t3, ts, model + 6_000);
+        assert!(!l.is_probing(), "a queue the probe built ends it");
+        assert_eq!(l.beside_probe_at(), None);
+        // A link whose estimate stands is probed the ordinary way: its probe's packets fill the
+        // modelled queue.
+        let mut m = TxLink::new(LinkId(1), None, 0.0, LinkState::Active, Instant::ZERO);
+        m.on_report(Instant::ZERO, 20_000, 0.0, None);
+        // One report overshooting is not a highest that makes the link look fallen.
+        m.on_report(Instant::ZERO, 60_000, 0.0, None);
+        m.on_report(Instant::ZERO, 20_000, 0.0, None);
+        m.on_send(Instant::ZERO, 1250);
+        m.handle_probe_timer(Instant::ZERO, true);
+        assert!(m.is_probing() && !m.restoring());
+        assert_eq!(m.beside_probe_at(), None);
+        m.on_send_spare(Instant::ZERO, 1250);
+        assert!(m.queue_delay(Instant::ZERO) > Duration::from_micros(500));
+        // The highest estimate is forgotten after one to two buckets: a link that has stayed
+        // low that long is left to the ordinary probes.
+        let late = t1 + PEAK_BUCKET * 2 + Duration::from_secs(1);
+        l.on_report(t1 + PEAK_BUCKET + Duration::from_millis(500), 2_000, 0.0, None);
+        l.on_report(late, 2_000, 0.0, None);
+        assert!(!l.restoring());
     }
 
     #[test]

@@ -340,6 +340,10 @@ pub struct Session {
     /// When new data last met a queue on its link, kept through pauses (unlike `last_loaded`):
     /// the end of a bulk spell ([`Session::bulk_hold`]).
     last_queue_met: Option<Instant>,
+    /// When new data last went while the load was near the estimates
+    /// ([`Session::load_near_estimates`]), queue or no queue: a link whose estimate fell is
+    /// probed for a moment after ([`crate::link::TxLink::restoring`]).
+    last_near: Option<Instant>,
     /// Since when new data has met queues with no pause longer than [`Session::bulk_hold`]: the
     /// load is bulk once this is [`AUTO_AQM_BULK`] old.
     loaded_since: Option<Instant>,
@@ -416,6 +420,7 @@ impl Session {
             last_loaded: None,
             data_rate: (0.0, None),
             last_queue_met: None,
+            last_near: None,
             loaded_since: None,
             probe_cursor: 0,
             resends: VecDeque::new(),
@@ -765,14 +770,14 @@ impl Session {
         if let Some(t) = self.recovery.poll_timeout().filter(|_| can_send) {
             out.push((Timer::Recovery, t));
         }
-        let wanted = self.probing_wanted();
+        let (wanted, near) = (self.probing_wanted(), self.last_near.is_some());
         let opportunistic = self.recovery.wants_opportunity();
         let material = self.probe_material();
         // A link whose coding budget is spent gets no opportunity until data refills it; with
         // one, the drained queue would call for a coded packet that never goes.
         let max = self.min_transmit_buffer();
         for s in self.usable_slots() {
-            if let Some(t) = s.tx.probe_timeout(wanted) {
+            if let Some(t) = s.tx.probe_timeout(wanted || (near && s.tx.restoring())) {
                 out.push((Timer::CapacityProbe(s.tx.id), t));
             }
             // A probing link is filled with coded packets whatever the scheme.
@@ -787,6 +792,8 @@ impl Session {
                         s.tx.queue_drained_at()
                             .max(closed.unwrap_or(Instant::ZERO))
                             .max(paced.unwrap_or(Instant::ZERO));
+                    // A restore probe's packets also go beside a busy modelled queue.
+                    let at = s.tx.beside_probe_at().map_or(at, |b| at.min(b));
                     out.push((Timer::Opportunity(s.tx.id), at));
                 }
             }
@@ -1007,10 +1014,14 @@ impl Session {
             self.last_queue_met = None;
             self.loaded_since = None;
         }
-        let wanted = self.probing_wanted();
+        if self.last_near.is_some_and(|t| now.saturating_duration_since(t) > PROBE_WANTED_FOR) {
+            self.last_near = None;
+        }
+        let (wanted, near) = (self.probing_wanted(), self.last_near.is_some());
         for s in &mut self.links {
             if s.tx.remote.is_some() {
-                s.tx.handle_probe_timer(now, wanted);
+                let restoring = s.tx.restoring();
+                s.tx.handle_probe_timer(now, wanted || (near && restoring));
             }
         }
     }

@@ -172,7 +172,9 @@ impl Session {
                 // into a link whose sends have gone unconfirmed too long: no echo can stop them.
                 let ri = self.cfg.report_interval;
                 let room = (s.tx.is_probing() && !s.tx.coding_stalled(now, ri)) || s.tx.coding_open(now, ri);
-                (opportunistic || s.tx.is_probing()) && room && s.tx.queue_is_empty(now) && s.meter.allows(max)
+                // A restore probe's packets go beside a busy modelled queue, at their own pace.
+                let free = s.tx.queue_is_empty(now) || s.tx.beside_probe_due(now);
+                (opportunistic || s.tx.is_probing()) && room && free && s.meter.allows(max)
             })
             .map(|s| (s.tx.id, s.tx.loss(), s.tx.is_probing()))
             .collect();
@@ -567,8 +569,12 @@ impl Session {
             // packet ahead of it, or a short burst, does not count).
             let tx = self.slot_mut(link).map_or(std::time::Duration::ZERO, |s| s.tx.tx_time(size + OUTER_OVERHEAD));
             self.note_data_rate(now, (packet.len() * 8) as f64);
+            let near = self.load_near_estimates(now);
+            if near {
+                self.last_near = Some(now);
+            }
             if queued > PROBE_LOAD_QUEUE.max(tx * 4) {
-                if self.load_near_estimates(now) {
+                if near {
                     self.last_loaded = Some(now);
                 }
                 self.last_queue_met = Some(now);
