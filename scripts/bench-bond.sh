@@ -17,7 +17,7 @@
 #   ALT_SESSION='scheduler = "round-robin"' ...  and/or ALT_BIN=/path/to/older/braid: a second
 #                    variant, run alternately with the first (run 1 of each, run 2 of each, ...),
 #                    so both meet the same machine load; each gets its own table
-#   CC=cubic ...                     the passengers' TCP congestion control (iperf3 -C, both
+#   TCP_CC=cubic ...                 the passengers' TCP congestion control (iperf3 -C, both
 #                    directions); default: this machine's net.ipv4.tcp_congestion_control. BBR
 #                    paces at what the tunnel delivers, CUBIC fills the uplinks' queues: braid
 #                    must find the capacity with both
@@ -35,7 +35,7 @@ DROP=${DROP:-1}
 ONLY_DROP=${ONLY_DROP:-0}
 BUF_MS=${BUF_MS:-50}
 SESSION=${SESSION:-}
-CC=${CC:-$(cat /proc/sys/net/ipv4/tcp_congestion_control)}
+TCP_CC=${TCP_CC:-$(cat /proc/sys/net/ipv4/tcp_congestion_control)}
 A=bond-van-$$
 B=bond-lan-$$
 TMP=$(mktemp -d)
@@ -53,8 +53,8 @@ trap cleanup EXIT
 for t in iperf3 python3 tc; do
   command -v $t >/dev/null || [ -x /usr/sbin/$t ] || { echo "bench-bond: missing $t (apt-get install iperf3 iproute2 python3)" >&2; exit 1; }
 done
-grep -qw "$CC" /proc/sys/net/ipv4/tcp_available_congestion_control || modprobe "tcp_$CC" 2>/dev/null \
-  || { echo "bench-bond: CC=$CC is not a congestion control this kernel offers ($(cat /proc/sys/net/ipv4/tcp_available_congestion_control))" >&2; exit 1; }
+grep -qw "$TCP_CC" /proc/sys/net/ipv4/tcp_available_congestion_control || modprobe "tcp_$TCP_CC" 2>/dev/null \
+  || { echo "bench-bond: TCP_CC=$TCP_CC is not a congestion control this kernel offers ($(cat /proc/sys/net/ipv4/tcp_available_congestion_control))" >&2; exit 1; }
 if [ -z "${BIN:-}" ]; then
   cargo build --release --quiet -p braid
   BIN=$PWD/target/release/braid
@@ -187,7 +187,7 @@ iperf() { # iperf DIR FLOWS SECONDS FILE
     poll=$!
   fi
   sleep 0.4
-  ip netns exec "$A" timeout $((secs + 20)) iperf3 -c 10.77.0.1 $rev -C "$CC" -P "$flows" -t "$secs" -i 0.1 -J > "$TMP/cli.json" 2>/dev/null || true
+  ip netns exec "$A" timeout $((secs + 20)) iperf3 -c 10.77.0.1 $rev -C "$TCP_CC" -P "$flows" -t "$secs" -i 0.1 -J > "$TMP/cli.json" 2>/dev/null || true
   wait $srv 2>/dev/null || true
   [ -z "$poll" ] || { kill "$poll" 2>/dev/null; wait "$poll" 2>/dev/null || true; }
   if [ "$dir" = down ]; then cp "$TMP/cli.json" "$out"; else cp "$TMP/srv.json" "$out"; fi
@@ -331,7 +331,7 @@ PY
   net_down
 fi
 
-echo "passengers' congestion control: $CC (CC=...)"
+echo "passengers' congestion control: $TCP_CC (TCP_CC=...)"
 python3 - "$BUF_MS" "${SESSION:-default}" "${ALT_SESSION-}" "${ALT_BIN:-}" "${#ROWS[@]}" "${ROWS[@]}" "${DROP_ROWS[@]}" <<'PY'
 import sys
 buf, session, alt_session, alt_bin, n = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
