@@ -1045,13 +1045,12 @@ impl Session {
     /// too: it is never drained, and degraded it is probed more often, which kept PluriBus Fig.
     /// 10's sweep (one 1.5 Mbit/s link, 35 % bursty loss) at 0.79 s mean FCT; with the thresholds
     /// raised there, 3.1-7.5 s (2 runs).
-    fn lifecycle(&self, link: LinkId, now: Instant) -> crate::link::LifecycleConfig {
-        let mut c = self.cfg.lifecycle;
-        let coded_for = match self.recovery.codes_for_link(link) {
-            Some(coded) => coded,
-            None => self.load_is_bulk(now),
-        };
-        if self.cfg.recovery == RecoveryKind::Auto && self.links.len() > 1 && coded_for {
+    ///
+    /// `raised`: the session runs `auto` over two or more links and `auto` codes for this link
+    /// (or, not having measured it yet, the load is bulk).
+    fn lifecycle(base: crate::link::LifecycleConfig, raised: bool) -> crate::link::LifecycleConfig {
+        let mut c = base;
+        if raised {
             c.degrade_loss = c.degrade_loss.max(crate::recovery::AUTO_DEGRADE_LOSS);
             c.recover_loss = c.recover_loss.max(crate::recovery::AUTO_RECOVER_LOSS);
         }
@@ -1064,9 +1063,12 @@ impl Session {
         let down_timeout = self.down_timeout();
         let periods = KeepalivePeriods::of(&self.cfg);
         let keepalive = |s: &LinkSlot| periods.of_link(s);
-        let lifecycles: Vec<_> = self.links.iter().map(|s| self.lifecycle(s.tx.id, now)).collect();
+        // Worked out once per check, not per link, and without collecting: this runs on every
+        // timer of every session.
+        let auto_over_many = self.cfg.recovery == RecoveryKind::Auto && self.links.len() > 1;
+        let bulk = self.load_is_bulk(now);
         let mut went_down = Vec::new();
-        for (s, lifecycle) in self.links.iter_mut().zip(&lifecycles) {
+        for s in &mut self.links {
             match s.tx.state {
                 LinkState::Active => {
                     match liveness(s, down_timeout(s)) {
@@ -1082,7 +1084,9 @@ impl Session {
                     if now >= idle_since + keepalive(s) {
                         s.probe_due = true;
                     }
-                    if let Some(next) = s.life.judge(s.tx.loss().max(s.rx.loss()), now, lifecycle) {
+                    let raised = auto_over_many && self.recovery.codes_for_link(s.tx.id).unwrap_or(bulk);
+                    let lifecycle = Self::lifecycle(self.cfg.lifecycle, raised);
+                    if let Some(next) = s.life.judge(s.tx.loss().max(s.rx.loss()), now, &lifecycle) {
                         tracing::debug!(link = %s.tx.id, phase = next.as_str(), "link quality changed");
                         s.life.enter(next, now);
                     }
