@@ -12,8 +12,8 @@
 #     emulator runs on one thread; when it is the one at 1 s/s it, not the server, is the limit).
 # Priorities: the emulator's joining vehicles stand for other hosts, so their thread runs at
 # SCHED_IDLE while they join and idle (FLEET_SCHED=nice: at nice FLEET_NICE, default 19); vehicle
-# 0, whose round trips are measured (a ping every FLEET_PING_MS, default 5), runs on its own
-# thread at SCHED_FIFO 10 (FLEET_PROBE_RT=0: the ordinary priority); the load phase's traffic is
+# 0, whose round trips are measured (a ping every FLEET_PING_MS, default 5), runs in a process of
+# its own at SCHED_FIFO 10 (FLEET_PROBE_RT=0: the ordinary priority); the load phase's traffic is
 # generated at the ordinary priority.
 # The run is a session of its own (setsid) whose autogroup gets nice $AUTOGROUP_NICE (default -10),
 # so that a shared machine's other work (builds) does not set the latency it measures: Linux

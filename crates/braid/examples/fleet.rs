@@ -26,14 +26,16 @@
 //! enough for that: Linux lets a running nice-19 thread finish its time slice (milliseconds)
 //! before a woken ordinary thread gets its core, and switches from a `SCHED_IDLE` one at once.
 //! `FLEET_SCHED=nice` runs them at nice [`FLEET_NICE`] (or the environment's `FLEET_NICE`)
-//! instead. Vehicle 0 runs on a thread of its own at a low real-time priority (SCHED_FIFO 10;
-//! `FLEET_PROBE_RT=0`: the ordinary priority), as a host of its own would not make its pings'
-//! replies wait for a core the server or other work holds, and pings every [`PING_EVERY`]
+//! instead. Vehicle 0 runs in a process of its own (`fleet probe`, started by `fleet run`), as it
+//! would on a host of its own, at a low real-time priority (SCHED_FIFO 10; `FLEET_PROBE_RT=0`:
+//! the ordinary priority), so that its pings' replies wait neither for a core the server or
+//! other work holds nor for the joining vehicles' process; it pings every [`PING_EVERY`]
 //! (`FLEET_PING_MS`).
 //!
 //! ```text
 //! fleet keys N
 //! fleet run SERVER:PORT SERVER_PUBKEY N SERVER_PID CONTROL_SOCKET [LOAD [MBIT_PER_VEHICLE [SECS]]]
+//! fleet probe SERVER:PORT SERVER_PUBKEY PING_EVERY_US ORIGIN_MONOTONIC_US
 //! ```
 
 use braid_proto::crypto::{CipherSuite, Initiator, InitiatorEvent, PublicKey, SecureChannel, StaticSecret, TAG_LEN};
@@ -135,6 +137,13 @@ enum Phase {
     Stop,
 }
 
+/// The monotonic clock (`CLOCK_MONOTONIC`, which `std::time::Instant` reads on Linux) in
+/// microseconds: vehicle 0's process and this one count their times from the same instant.
+fn monotonic_us() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u64 * 1_000_000 + t.tv_nsec as u64 / 1000
+}
+
 /// What vehicles report.
 enum Report {
     Joined {
@@ -149,6 +158,69 @@ enum Report {
     },
     /// A ping's round trip, with when it was sent.
     Rtt(std::time::Instant, Duration),
+}
+
+impl Report {
+    /// One line of vehicle 0's process's output, times counted from `origin` in microseconds.
+    fn line(&self, origin: std::time::Instant) -> String {
+        match self {
+            Report::Joined { i, after, attempts, cookies } => {
+                format!("joined {i} {} {attempts} {cookies}", after.as_micros())
+            }
+            Report::Failed { i, error } => format!("failed {i} {}", error.replace('\n', " ")),
+            Report::Rtt(at, d) => format!("rtt {} {}", at.saturating_duration_since(origin).as_micros(), d.as_micros()),
+        }
+    }
+
+    /// The report of one of [`Report::line`]'s lines; `None` for anything else.
+    fn parse(line: &str, origin: std::time::Instant) -> Option<Report> {
+        let mut w = line.split(' ');
+        let us = |x: Option<&str>| x.and_then(|v| v.parse::<u64>().ok()).map(Duration::from_micros);
+        match w.next()? {
+            "joined" => Some(Report::Joined {
+                i: w.next()?.parse().ok()?,
+                after: us(w.next())?,
+                attempts: w.next()?.parse().ok()?,
+                cookies: w.next()?.parse().ok()?,
+            }),
+            "failed" => {
+                let i = w.next()?.parse().ok()?;
+                Some(Report::Failed { i, error: w.collect::<Vec<_>>().join(" ") })
+            }
+            "rtt" => Some(Report::Rtt(origin + us(w.next())?, us(w.next())?)),
+            _ => None,
+        }
+    }
+}
+
+/// `fleet probe SERVER:PORT SERVER_PUBKEY PING_EVERY_US ORIGIN_MONOTONIC_US`: vehicle 0 in a
+/// process of its own (`fleet run` starts it), its reports one per line on stdout, until killed.
+async fn probe(args: &[String]) -> Result<(), Error> {
+    let [server, key, every, origin_mono] = args else {
+        return Err("usage: fleet probe SERVER:PORT SERVER_PUBKEY PING_EVERY_US ORIGIN_MONOTONIC_US".into());
+    };
+    let server_pub = PublicKey(braid::decode_key(key).ok_or("server public key: not 32 bytes of base64")?);
+    let since = Duration::from_micros(monotonic_us().saturating_sub(origin_mono.parse()?));
+    let origin = std::time::Instant::now().checked_sub(since).ok_or("the run's origin is before boot")?;
+    let v = Vehicle {
+        i: 0,
+        server: server.parse()?,
+        server_pub,
+        ping_to: Some(Ipv4Addr::new(10, 77, 0, 1)),
+        ping_every: Duration::from_micros(every.parse()?),
+        loads: false,
+        origin,
+    };
+    let (_phase_tx, phase_rx) = watch::channel(Phase::Idle);
+    let (rep_tx, mut rep_rx) = mpsc::unbounded_channel();
+    let sent = Arc::new(AtomicU64::new(0));
+    tokio::spawn(v.run(phase_rx, rep_tx, sent));
+    let mut out = std::io::stdout().lock();
+    while let Some(r) = rep_rx.recv().await {
+        writeln!(out, "{}", r.line(origin))?;
+        out.flush()?;
+    }
+    Ok(())
 }
 
 struct Vehicle {
@@ -450,7 +522,7 @@ async fn run(args: &[String]) -> Result<(), Error> {
     let load: usize = args.get(5).map_or(Ok(50), |s| s.parse())?;
     let mbit: f64 = args.get(6).map_or(Ok(4.0), |s| s.parse())?;
     let secs: f64 = args.get(7).map_or(Ok(5.0), |s| s.parse())?;
-    let origin = std::time::Instant::now();
+    let (origin, origin_mono) = (std::time::Instant::now(), monotonic_us());
     let (phase_tx, phase_rx) = watch::channel(Phase::Idle);
     let (rep_tx, mut rep_rx) = mpsc::unbounded_channel();
     let sent = Arc::new(AtomicU64::new(0));
@@ -485,27 +557,38 @@ async fn run(args: &[String]) -> Result<(), Error> {
         |i: usize, ping: bool| tokio::spawn(vehicle(i, ping).run(phase_rx.clone(), rep_tx.clone(), sent.clone()));
     let rss0 = rss(pid);
     let (mut joined, mut failed, mut idle_rtts) = (Vec::new(), Vec::new(), Vec::new());
-    // Vehicle 0, the one whose round trips are measured, runs on a thread of its own: on the
-    // emulator's thread its pings would wait behind the other vehicles' handshakes (their
-    // Diffie-Hellman work), which says nothing about the server. The thread runs at a low
-    // real-time priority (FLEET_PROBE_RT=0: the ordinary one): it stands for a vehicle's own
-    // host, so a reply that reached its socket must not then wait for a core that the server's
-    // worker (which just sent it) or a build holds, as it would on a shared 2-core machine.
+    // Vehicle 0, the one whose round trips are measured, runs in a process of its own, as a
+    // vehicle is a host of its own. On a thread of this process its replies waited up to 27 ms
+    // after they reached its socket while the others joined (loopback captures: the server had
+    // answered each within 0.3 ms): its thread shares this process's memory map, and the joining
+    // vehicles' thread, at SCHED_IDLE, can be preempted holding the map's lock while it sets up a
+    // thousand sessions, and a page fault of vehicle 0 then waits for it. Its thread runs at a
+    // low real-time priority (FLEET_PROBE_RT=0: the ordinary one), so that a reply that reached
+    // its socket does not wait for a core that the server's worker (which just sent it) or a
+    // build holds, as it would on a shared 2-core machine.
     let probe_rt = std::env::var("FLEET_PROBE_RT").map_or(true, |v| v != "0");
-    println!("vehicle 0's thread runs at {}", if probe_rt { "SCHED_FIFO 10" } else { "the ordinary priority" });
-    let probe = {
-        let v = vehicle(0, true);
-        let (phase, reports, sent) = (phase_rx.clone(), rep_tx.clone(), sent.clone());
-        std::thread::Builder::new().name("fleet-probe".into()).spawn(move || {
-            if probe_rt {
-                promote_probe();
+    println!(
+        "vehicle 0 runs in a process of its own at {}",
+        if probe_rt { "SCHED_FIFO 10" } else { "the ordinary priority" }
+    );
+    let mut probe = std::process::Command::new(std::env::current_exe()?)
+        .args(["probe", &server.to_string(), &args[1]])
+        .arg(ping_every.as_micros().to_string())
+        .arg(origin_mono.to_string())
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    let probe_out = probe.stdout.take().ok_or("vehicle 0's process has no stdout")?;
+    {
+        let reports = rep_tx.clone();
+        std::thread::Builder::new().name("fleet-probe-reader".into()).spawn(move || {
+            for line in std::io::BufReader::new(probe_out).lines() {
+                let Ok(line) = line else { break };
+                if let Some(r) = Report::parse(&line, origin) {
+                    let _ = reports.send(r);
+                }
             }
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build();
-            if let Ok(rt) = rt {
-                rt.block_on(v.run(phase, reports, sent));
-            }
-        })?
-    };
+        })?;
+    }
     // This thread runs the other vehicles from here on: below the server and vehicle 0 while
     // they join and idle (Linux keeps nice values per thread, and vehicle 0's thread already
     // exists with its own).
@@ -632,7 +715,8 @@ async fn run(args: &[String]) -> Result<(), Error> {
     for t in tasks {
         let _ = tokio::time::timeout(Duration::from_secs(2), t).await;
     }
-    let _ = probe.join();
+    let _ = probe.kill();
+    let _ = probe.wait();
     Ok(())
 }
 
@@ -705,6 +789,13 @@ fn main() -> Result<(), Error> {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             rt.block_on(run(&args[1..]))
         }
-        _ => Err("usage: fleet keys N | fleet run ...".into()),
+        Some("probe") => {
+            if std::env::var("FLEET_PROBE_RT").map_or(true, |v| v != "0") {
+                promote_probe();
+            }
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            rt.block_on(probe(&args[1..]))
+        }
+        _ => Err("usage: fleet keys N | fleet run ... | fleet probe ...".into()),
     }
 }
