@@ -182,26 +182,6 @@ fn liveness(s: &LinkSlot, timeout: Duration) -> Option<Liveness> {
     Some(Liveness::DownAt((u + timeout).max(last_probe.map_or(u, |p| p + rtt))))
 }
 
-/// How far into its first period a session's periodic traffic starts: a share of `period` drawn
-/// from the session's seed. The reports, and the link probes and keepalives timed from what was
-/// last sent, keep that phase. Sessions started within milliseconds of each other (a fleet
-/// joining a server at once, all its vehicles reconnecting after a restart) otherwise report in
-/// step, every one in the same instant of each period, and the server handles them in one burst
-/// while the packets of sessions already running wait behind it (`scripts/bench-fleet.sh`).
-/// WireGuard jitters its handshake timers for the same reason.
-fn timer_phase(seed: u64, period: Duration) -> Duration {
-    use rand::{Rng as _, SeedableRng as _};
-    let us = period.as_micros().min(u128::from(u64::MAX)) as u64;
-    if us == 0 {
-        return Duration::ZERO;
-    }
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ TIMER_PHASE_SALT);
-    Duration::from_micros(rng.random_range(0..us))
-}
-
-/// Mixed into the seed for [`timer_phase`], so that its draw is not the recovery scheme's.
-const TIMER_PHASE_SALT: u64 = 0x7068_6173_6500;
-
 /// Everything the session knows about one link, both directions.
 #[derive(Debug, Clone)]
 pub(crate) struct LinkSlot {
@@ -420,7 +400,6 @@ impl Session {
             );
             cfg.session_id &= crate::wire::Header::MAX_SESSION;
         }
-        let phase = timer_phase(cfg.seed, cfg.report_interval);
         let mut s = Session {
             recovery: recovery::build(cfg.recovery, cfg.seed ^ 0x6f65_6300),
             scheduler: scheduler::build(cfg.scheduler),
@@ -455,8 +434,7 @@ impl Session {
             ack_pending_since: None,
             loss_news_since: None,
             rx_since_report: false,
-            // The first report waits a seeded share of a period longer (see `timer_phase`).
-            last_report: now + phase,
+            last_report: now,
             idle_reports: 0,
             metering: Vec::new(),
             events: VecDeque::new(),

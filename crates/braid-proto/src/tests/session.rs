@@ -682,33 +682,3 @@ fn an_idle_session_falls_quiet_but_keeps_its_links_alive() {
     p.advance(Duration::from_millis(200));
     assert!(p.delivered_down.iter().any(|d| d == &packet(1000, 1000)), "nothing delivered after the quiet");
 }
-
-/// Sessions started at the same instant (a fleet joining a server at once) send their first
-/// reports spread over a report interval, each at a phase drawn from its seed, rather than all
-/// in the same instant of every period; and the same seed draws the same phase.
-#[test]
-fn sessions_started_together_report_at_seeded_phases() {
-    let interval = SessionConfig::new(Role::Client).report_interval;
-    let first_reports = |seed_base: u64| -> Vec<Duration> {
-        (0..32u64)
-            .map(|i| {
-                let mut p = Pair::new(&[(0, 100_000.0)], |role| {
-                    let mut c = SessionConfig::new(role);
-                    c.seed = seed_base + 2 * i + u64::from(role == Role::Server);
-                    c
-                });
-                // The link's first probe and its reply cross at once; then only the reports'
-                // timers are armed this early.
-                p.advance(Duration::from_millis(10));
-                let report = p.client.timers().into_iter().find(|(t, _)| *t == crate::session::Timer::Report);
-                let (_, at) = report.expect("a report is due after the first probe's reply");
-                at - Instant::ZERO
-            })
-            .collect()
-    };
-    let firsts = first_reports(1000);
-    let (lo, hi) = (firsts.iter().min().copied().unwrap(), firsts.iter().max().copied().unwrap());
-    assert!(lo >= interval && hi < interval * 2, "first reports within the second period: {firsts:?}");
-    assert!(hi - lo >= interval / 2, "32 sessions' first reports spread over half a period at least: {firsts:?}");
-    assert_eq!(firsts, first_reports(1000), "the phase is the seed's");
-}
