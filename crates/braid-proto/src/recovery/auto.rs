@@ -31,18 +31,22 @@
 //!   ([`crate::session`]'s `auto_aqm`): there, modem buffers are smaller than a bulk flow's window
 //!   and overflow in bursts; on short paths drop-tail buffers keep a flow's window, and short flows
 //!   (the bus) lose more to CoDel's drops than to overflows.
-//! - **Rare losses on full links are repaired ahead of reports**: while the data's links lose
-//!   under [`RLNC_FROM_LOSS`], [`AHEAD_PER_LOSS`] RLNC packets per expected loss (at most
+//! - **Rare losses on full links are repaired ahead of reports**: while the holes the peer
+//!   reports come to at most [`AHEAD_UP_TO_LOSS`] of the data sent (over about the last 4096
+//!   data packets), [`AHEAD_PER_LOSS`] RLNC packets per expected loss (at most
 //!   [`AHEAD_MAX_PERCENT`] per 100 data packets) go over all of W as data is sent, whether or
 //!   not a link has spare capacity ([`RlncSender::with_ahead`]). On a full link a hole otherwise
 //!   waits for a report and a resend that queues behind everything sent since; the passengers'
 //!   window, held by the packets waiting behind the hole in the peer's sequencing buffer, stops
-//!   the sender and the link runs dry before the repair lands. Paper 002's pass
-//!   (`scenarios/drive-by-pass.toml` with 256 kB windows, 10 runs), where the production phase loses 0.2 % at up to
-//!   29 Mbit/s: 88.0 % of the pass's potential with them, 86.7 % without (`rlnc:1`, one per
-//!   100 at any loss, 90.4 %). At heavier loss a few packets ahead repair little and take
-//!   capacity from the data (FMTCP Table II with Linux-like hosts, `rlnc:2` at 2-5 % loss:
-//!   0.6-1.7 Mbit/s less); spare capacity and reports repair it.
+//!   the sender and the link runs dry before the repair lands. The expected loss is counted
+//!   from reported holes, not taken from the links' reported loss ([`Auto::ahead_percent`] says
+//!   why). Paper 002's pass (`scenarios/drive-by-pass.toml`), where the production phase loses
+//!   0.2 % at up to 29 Mbit/s, needs them (`rlnc:1`, one per 100 at any loss, 90.4 %). At
+//!   heavier loss a few packets ahead repair little and take capacity from the data: FMTCP
+//!   Table II case 1 (one path at 2 %, about 1 % of the data lost) lost 4-5 % of its goodput to
+//!   one per 100, the two modems of `scenarios/testbed-two-modems.toml` (0.5 and 2 %) 1 %, so
+//!   above [`AHEAD_UP_TO_LOSS`], where one per 100 is fewer than two per expected loss, spare
+//!   capacity and reports repair it.
 //! - **A lossy link's data is coded for on that link, ahead of reports**: for each data packet on
 //!   a link losing [`LINK_AHEAD_FROM_LOSS`] or more, [`LINK_AHEAD_FACTOR`] times the link's loss
 //!   odds `p / (1 - p)` RLNC packets over all of W follow it on the same link (FMTCP IV's
@@ -76,6 +80,10 @@ pub const RLNC_FROM_LOSS: f64 = 0.02;
 pub const AHEAD_PER_LOSS: f64 = 5.0;
 /// At most this many coded packets per 100 data packets go ahead of reports.
 pub const AHEAD_MAX_PERCENT: f64 = 1.0;
+/// Coded packets go ahead of reports only while the holes the peer reports come to at most this
+/// fraction of the data sent: [`AHEAD_MAX_PERCENT`] is then at least two per expected loss
+/// (module docs).
+pub const AHEAD_UP_TO_LOSS: f64 = AHEAD_MAX_PERCENT / 100.0 / 2.0;
 /// A link whose random loss ([`LinkOwed::random_loss`]) is this much or more has coded packets
 /// owed to its data ahead of reports, sent on it (module docs). Below, reports and spare capacity
 /// repair the few holes soon enough: from 10 % FMTCP Table II case 2's 5 %-loss path, whose
@@ -97,6 +105,10 @@ pub const AUTO_DEGRADE_LOSS: f64 = LINK_AHEAD_MAX_LOSS;
 pub const AUTO_RECOVER_LOSS: f64 = 0.5;
 /// Weight of each data packet's link loss in [`Auto`]'s running mean: about the last 64 packets.
 const LOSS_GAIN: f64 = 1.0 / 64.0;
+/// Weight of each data packet in the running mean of reported holes per data packet that sets
+/// how many coded packets go ahead of reports: about the last 4096 packets, which at paper 002's
+/// 0.2 % hold about eight losses.
+const HOLE_RATE_GAIN: f64 = 1.0 / 4096.0;
 
 /// The `auto` sender: OEC's or RLNC's coding by the loss the data meets (module docs).
 #[derive(Debug, Clone)]
@@ -107,12 +119,24 @@ pub struct Auto {
     data_loss: f64,
     /// Per link: coded packets owed ahead of reports for the data it carried, and its loss.
     link_owed: Vec<LinkOwed>,
+    /// Running mean of holes the peer reported per data packet sent: the loss that coding ahead
+    /// of reports answers ([`Auto::ahead_percent`]).
+    hole_rate: f64,
+    /// The newest hole counted in `hole_rate`: a hole reported again is not a new loss.
+    newest_hole: Option<u64>,
 }
 
 impl Auto {
     /// A sender whose random choices are seeded with `seed`.
     pub fn new(seed: u64) -> Self {
-        Auto { oec: Oec::new(seed), rlnc: RlncSender::new(seed), data_loss: 0.0, link_owed: Vec::new() }
+        Auto {
+            oec: Oec::new(seed),
+            rlnc: RlncSender::new(seed),
+            data_loss: 0.0,
+            link_owed: Vec::new(),
+            hole_rate: 0.0,
+            newest_hole: None,
+        }
     }
 
     /// Whether coded packets are RLNC now.
@@ -120,9 +144,19 @@ impl Auto {
         self.data_loss >= RLNC_FROM_LOSS
     }
 
-    /// Coded packets per 100 data packets sent ahead of reports now (module docs).
+    /// Coded packets per 100 data packets sent ahead of reports now (module docs), from the holes
+    /// the peer reported over the last few thousand data packets. Not from the links' reported
+    /// loss: a report carries the receiver's estimate, which jumps by an eighth at each loss and
+    /// decays within tens of packets, and a report follows each loss at once (it carries the
+    /// hole), so at 0.2 % loss the reported figure averaged 1-3 % over the data sent, above
+    /// [`RLNC_FROM_LOSS`], and nothing went ahead most of the time (paper 002's pass, 89.1 % of
+    /// its potential instead of 90 %).
     pub fn ahead_percent(&self) -> f64 {
-        if self.codes_rlnc() { 0.0 } else { (AHEAD_PER_LOSS * self.data_loss * 100.0).min(AHEAD_MAX_PERCENT) }
+        if self.hole_rate > AHEAD_UP_TO_LOSS {
+            0.0
+        } else {
+            (AHEAD_PER_LOSS * self.hole_rate * 100.0).min(AHEAD_MAX_PERCENT)
+        }
     }
 
     /// Coded packets owed to a data packet sent on a link that loses `loss` (module docs).
@@ -216,6 +250,7 @@ impl RecoverySender for Auto {
         if loss.is_finite() {
             self.data_loss += (loss.clamp(0.0, 1.0) - self.data_loss) * LOSS_GAIN;
         }
+        self.hole_rate -= self.hole_rate * HOLE_RATE_GAIN;
         self.rlnc.set_ahead(self.ahead_percent());
         self.owe(link, loss);
         self.oec.on_data_sent(now, seq, link, loss);
@@ -230,6 +265,11 @@ impl RecoverySender for Auto {
     /// Holes are tracked by OEC alone: they are resent ([`Auto::poll_repair`]), whichever code
     /// fills the spare capacity.
     fn on_nack(&mut self, now: Instant, seq: u64) {
+        // Reports of older holes are retries (a report lists its holes in order); count each once.
+        if self.newest_hole.is_none_or(|h| seq > h) {
+            self.newest_hole = Some(seq);
+            self.hole_rate += HOLE_RATE_GAIN;
+        }
         self.oec.on_nack(now, seq);
     }
 
@@ -366,21 +406,44 @@ mod tests {
         }
         assert_eq!(a.ahead_percent(), 0.0);
         assert_eq!(a.poll_repair(t), None);
-        // 0.2 % loss (paper 002's production phase): five per expected loss, one per 100.
+        // One hole in 500 (paper 002's production phase), each reported twice, on a link whose
+        // reported estimate reads 3 % (as it does right after a loss): five per expected loss,
+        // one per 100 ahead of reports.
         let mut a = Auto::new(1);
         let mut ahead = 0;
-        for seq in 0..1000 {
-            a.on_data_sent(t, seq, LinkId(0), 0.002);
+        for seq in 0..20_000 {
+            a.on_data_sent(t, seq, LinkId(0), 0.03);
+            if seq % 500 == 250 {
+                a.on_nack(t, seq - 10);
+                a.on_nack(t, seq - 10);
+            }
+            // The reported holes come back as resends; the rest is coded ahead.
             while let Some(r) = a.poll_repair(t) {
-                assert!(matches!(r, Repair::Code { kind: CodeKind::Rlnc, .. }), "{r:?}");
-                ahead += 1;
+                match r {
+                    Repair::Resend { .. } => {}
+                    Repair::Code { kind: CodeKind::Rlnc, .. } => ahead += u32::from(seq >= 19_000),
+                    other => panic!("{other:?}"),
+                }
             }
         }
-        assert!((AHEAD_MAX_PERCENT - 0.01..=AHEAD_MAX_PERCENT).contains(&a.ahead_percent()), "{}", a.ahead_percent());
-        assert!((5..=10).contains(&ahead), "{ahead}");
-        // Heavy loss: RLNC into spare capacity and reports instead.
-        for seq in 1000..2000 {
+        let p = a.ahead_percent();
+        assert!((0.6..=AHEAD_MAX_PERCENT).contains(&p), "{p}");
+        assert!((5..=11).contains(&ahead), "{ahead}");
+        // One hole in 100 (FMTCP Table II case 1: one of two paths at 2 %), where one per 100
+        // ahead would be fewer than two per expected loss: spare capacity and reports instead.
+        for seq in 20_000..40_000 {
+            a.on_data_sent(t, seq, LinkId(0), 0.03);
+            if seq % 100 == 0 {
+                a.on_nack(t, seq - 5);
+            }
+        }
+        assert_eq!(a.ahead_percent(), 0.0);
+        // Heavy loss (a hole in 10): none either.
+        for seq in 40_000..60_000 {
             a.on_data_sent(t, seq, LinkId(0), 0.1);
+            if seq % 10 == 0 {
+                a.on_nack(t, seq - 5);
+            }
         }
         assert_eq!(a.ahead_percent(), 0.0);
     }

@@ -171,15 +171,28 @@ enum Liveness {
 /// down when its sends have been unconfirmed for `timeout`, [`PROBES_BEFORE_DOWN`] probes went
 /// unanswered and the last of them had a round trip to come back. A real outage is still noticed
 /// after about `timeout`; a lost last packet before an idle spell no longer takes the link down.
+///
+/// Nor does a link the peer's datagrams still arrive on go down: its `timeout` runs from the
+/// newest arrival as well, and probes keep going meanwhile, each another chance of a
+/// confirmation (QUIC restarts its idle timer on every packet received from the peer, RFC 9000
+/// 10.1). On a lossy lone link, four round trips in a row lost are no rarity (PluriBus Fig. 10's
+/// sweep at its 70 % point, one link losing 35 % each way: 0.58^4, 11 %), and the link
+/// taken down there is readmitted only after four probe replies in a row (link/lifecycle.rs),
+/// which at that loss took up to 90 s while the client held every passenger packet for
+/// [`crate::link::LifecycleConfig::wait_for_link`]. A dead link is silent both ways and still
+/// goes down after `timeout`.
 fn liveness(s: &LinkSlot, timeout: Duration) -> Option<Liveness> {
     let u = s.tx.unconfirmed_since()?;
     let spacing = timeout / (PROBES_BEFORE_DOWN + 1);
     let last_probe = s.tx.last_probe.filter(|&p| p >= u);
+    let next_probe = last_probe.map_or(u + spacing, |p| p + spacing);
     if s.tx.unanswered_probes() < PROBES_BEFORE_DOWN {
-        return Some(Liveness::ProbeAt(last_probe.map_or(u + spacing, |p| p + spacing)));
+        return Some(Liveness::ProbeAt(next_probe));
     }
     let rtt = s.tx.srtt.unwrap_or(Duration::from_millis(200)).min(timeout);
-    Some(Liveness::DownAt((u + timeout).max(last_probe.map_or(u, |p| p + rtt))))
+    let heard = s.rx.last().map_or(u, |(_, at)| at.max(u));
+    let down = (heard + timeout).max(last_probe.map_or(u, |p| p + rtt));
+    Some(if next_probe < down { Liveness::ProbeAt(next_probe) } else { Liveness::DownAt(down) })
 }
 
 /// Everything the session knows about one link, both directions.

@@ -239,6 +239,30 @@ fn a_lossy_link_with_sparse_traffic_is_probed_not_taken_down() {
     assert!(downs <= 2, "link 0 went down {downs} times in 30 s of 45 % loss");
 }
 
+/// A lone link whose sends go unconfirmed while the peer's datagrams still arrive on it is lossy,
+/// not dead. At PluriBus Fig. 10's 70 % point (one link losing 35 % each way) the quiet spell
+/// after a flow lost its last sends, their report and four probe round trips together now and
+/// then (0.58^4), and the link went down; readmission wants four probe replies in a row, which at
+/// that loss took tens of seconds while the client held every passenger packet. Here every
+/// datagram the client sends is lost for 1.5 s while the server's keep coming.
+#[test]
+fn a_lone_link_the_peer_is_heard_on_is_not_taken_down() {
+    let mut p = Pair::new(&[(75, 1500.0)], cfg(RecoveryKind::Auto, SchedulerKind::MinDelay));
+    exchange(&mut p, 10, Duration::from_millis(10), 300);
+    p.drop = Box::new(|dir, _, _, _| dir == Dir::Up);
+    for i in 0..15 {
+        p.send_down(&packet(10 + i, 300));
+        p.advance(Duration::from_millis(100));
+    }
+    let st = &p.client.link_status(p.now)[0];
+    assert_eq!((st.state, st.counters.downs), (LinkState::Active, 0), "after 1.5 s of lost sends");
+    p.drop = Box::new(|_, _, _, _| false);
+    p.send_up(&packet(10, 300));
+    p.advance(Duration::from_secs(1));
+    assert_eq!(p.client.link_status(p.now)[0].state, LinkState::Active);
+    assert_eq!(p.delivered_up.iter().filter(|d| index_of(d) == 10).count(), 1, "the passenger packet crossed");
+}
+
 #[test]
 fn server_follows_a_vehicle_address_change() {
     let mut p = Pair::new(&bus(), cfg(RecoveryKind::None, SchedulerKind::MinDelay));
