@@ -124,6 +124,10 @@ pub struct Auto {
     hole_rate: f64,
     /// The newest hole counted in `hole_rate`: a hole reported again is not a new loss.
     newest_hole: Option<u64>,
+    /// Weight of the newest data packet in `hole_rate`: one over the data packets sent so far
+    /// until that comes to [`HOLE_RATE_GAIN`], so that `hole_rate` is their plain mean until then
+    /// (0 before the first).
+    hole_gain: f64,
 }
 
 impl Auto {
@@ -136,6 +140,7 @@ impl Auto {
             link_owed: Vec::new(),
             hole_rate: 0.0,
             newest_hole: None,
+            hole_gain: 0.0,
         }
     }
 
@@ -250,7 +255,12 @@ impl RecoverySender for Auto {
         if loss.is_finite() {
             self.data_loss += (loss.clamp(0.0, 1.0) - self.data_loss) * LOSS_GAIN;
         }
-        self.hole_rate -= self.hole_rate * HOLE_RATE_GAIN;
+        // A plain mean over the first few thousand data packets: started at 0 with the running
+        // mean's small weight, it read far below the loss for as long (a short flow's whole
+        // session), and coded packets went ahead at losses they repair little of.
+        self.hole_gain = if self.hole_gain > 0.0 { self.hole_gain / (1.0 + self.hole_gain) } else { 1.0 };
+        self.hole_gain = self.hole_gain.max(HOLE_RATE_GAIN);
+        self.hole_rate -= self.hole_rate * self.hole_gain;
         self.rlnc.set_ahead(self.ahead_percent());
         self.owe(link, loss);
         self.oec.on_data_sent(now, seq, link, loss);
@@ -268,7 +278,7 @@ impl RecoverySender for Auto {
         // Reports of older holes are retries (a report lists its holes in order); count each once.
         if self.newest_hole.is_none_or(|h| seq > h) {
             self.newest_hole = Some(seq);
-            self.hole_rate += HOLE_RATE_GAIN;
+            self.hole_rate += self.hole_gain;
         }
         self.oec.on_nack(now, seq);
     }
@@ -406,6 +416,16 @@ mod tests {
         }
         assert_eq!(a.ahead_percent(), 0.0);
         assert_eq!(a.poll_repair(t), None);
+        // From the first packets, the mean of all sent so far: a short session losing one in 50
+        // sends nothing ahead, however few its packets.
+        let mut a = Auto::new(1);
+        for seq in 0..500 {
+            a.on_data_sent(t, seq, LinkId(0), 0.0);
+            if seq % 50 == 25 {
+                a.on_nack(t, seq - 1);
+            }
+            assert_eq!(a.ahead_percent(), 0.0, "at {seq}");
+        }
         // One hole in 500 (paper 002's production phase), each reported twice, on a link whose
         // reported estimate reads 3 % (as it does right after a loss): five per expected loss,
         // one per 100 ahead of reports.
