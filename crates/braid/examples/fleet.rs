@@ -137,6 +137,14 @@ enum Phase {
     Stop,
 }
 
+/// The server's tunnel address, which vehicle 0 pings (bench-fleet.sh's `tun` address).
+const SERVER_TUNNEL: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
+
+/// Whether vehicle 0's process runs at SCHED_FIFO 10 (`FLEET_PROBE_RT=0`: the ordinary priority).
+fn probe_rt() -> bool {
+    std::env::var("FLEET_PROBE_RT").map_or(true, |v| v != "0")
+}
+
 /// The monotonic clock (`CLOCK_MONOTONIC`, which `std::time::Instant` reads on Linux) in
 /// microseconds: vehicle 0's process and this one count their times from the same instant.
 fn monotonic_us() -> u64 {
@@ -206,7 +214,7 @@ async fn probe(args: &[String]) -> Result<(), Error> {
         i: 0,
         server: server.parse()?,
         server_pub,
-        ping_to: Some(Ipv4Addr::new(10, 77, 0, 1)),
+        ping_to: Some(SERVER_TUNNEL),
         ping_every: Duration::from_micros(every.parse()?),
         loads: false,
         origin,
@@ -549,12 +557,10 @@ async fn run(args: &[String]) -> Result<(), Error> {
     if let Some(r) = join_rate {
         println!("the others join at {r:.0} a second");
     }
-    let vehicle = |i: usize, ping: bool| {
-        let ping_to = ping.then_some(Ipv4Addr::new(10, 77, 0, 1));
-        Vehicle { i, server, server_pub, ping_to, ping_every, loads: (1..=load).contains(&i), origin }
-    };
-    let spawn =
-        |i: usize, ping: bool| tokio::spawn(vehicle(i, ping).run(phase_rx.clone(), rep_tx.clone(), sent.clone()));
+    // The others do not ping: vehicle 0 does, in its own process.
+    let vehicle =
+        |i: usize| Vehicle { i, server, server_pub, ping_to: None, ping_every, loads: (1..=load).contains(&i), origin };
+    let spawn = |i: usize| tokio::spawn(vehicle(i).run(phase_rx.clone(), rep_tx.clone(), sent.clone()));
     let rss0 = rss(pid);
     let (mut joined, mut failed, mut idle_rtts) = (Vec::new(), Vec::new(), Vec::new());
     // Vehicle 0, the one whose round trips are measured, runs in a process of its own, as a
@@ -566,7 +572,7 @@ async fn run(args: &[String]) -> Result<(), Error> {
     // low real-time priority (FLEET_PROBE_RT=0: the ordinary one), so that a reply that reached
     // its socket does not wait for a core that the server's worker (which just sent it) or a
     // build holds, as it would on a shared 2-core machine.
-    let probe_rt = std::env::var("FLEET_PROBE_RT").map_or(true, |v| v != "0");
+    let probe_rt = probe_rt();
     println!(
         "vehicle 0 runs in a process of its own at {}",
         if probe_rt { "SCHED_FIFO 10" } else { "the ordinary priority" }
@@ -632,7 +638,7 @@ async fn run(args: &[String]) -> Result<(), Error> {
             ))
             .await;
         }
-        tasks.push(spawn(i, false));
+        tasks.push(spawn(i));
     }
     let mut join_rtts = Vec::new();
     let until = tokio::time::Instant::now() + Duration::from_secs(300);
@@ -790,7 +796,7 @@ fn main() -> Result<(), Error> {
             rt.block_on(run(&args[1..]))
         }
         Some("probe") => {
-            if std::env::var("FLEET_PROBE_RT").map_or(true, |v| v != "0") {
+            if probe_rt() {
                 promote_probe();
             }
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
