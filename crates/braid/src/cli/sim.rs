@@ -115,10 +115,8 @@ pub struct DemoArgs {
 pub fn sim(a: SimArgs) -> anyhow::Result<()> {
     let mut scenario = a.scenario.scenario()?;
     // A testbed scenario lists real-kernel peers beside braid's schemes: simulate braid's.
-    let peers: Vec<String> =
-        scenario.schemes.iter().filter(|s| matches!(s.kind, SchemeKind::Peer(_))).map(|s| s.name.clone()).collect();
+    let peers = without_peers(&mut scenario);
     if !peers.is_empty() {
-        scenario.schemes.retain(|s| !matches!(s.kind, SchemeKind::Peer(_)));
         anyhow::ensure!(
             !scenario.schemes.is_empty(),
             "every scheme is a real-kernel peer; run them with `braid testbed`"
@@ -129,6 +127,20 @@ pub fn sim(a: SimArgs) -> anyhow::Result<()> {
     s.check_versus(&scenario.schemes)?;
     let report = run_with_progress(&scenario, &RunOptions { runs: s.runs, seed: s.seed, jobs: a.jobs }, s.json)?;
     s.show(&report)
+}
+
+/// Takes the real-kernel peers out of `scenario`, from every sweep point too (each point is a
+/// whole scenario of its own, and the runner runs the points), and returns their names.
+pub(crate) fn without_peers(scenario: &mut Scenario) -> Vec<String> {
+    let is_peer = |s: &SchemeSpec| matches!(s.kind, SchemeKind::Peer(_));
+    let peers = scenario.schemes.iter().filter(|s| is_peer(s)).map(|s| s.name.clone()).collect();
+    scenario.schemes.retain(|s| !is_peer(s));
+    if let Some(sweep) = scenario.sweep.as_mut() {
+        for point in &mut sweep.points {
+            point.schemes.retain(|s| !is_peer(s));
+        }
+    }
+    peers
 }
 
 /// Runs `braid demo`: the embedded bus on the real-kernel testbed when this machine can run it

@@ -154,3 +154,20 @@ fn braid_peer_sends_a_checked_entry() {
     let r = parse(&["remove", "bus-17"]).unwrap();
     assert_eq!(serde_json::to_string(&r).unwrap(), r#"{"cmd":"peer_remove","name":"bus-17"}"#);
 }
+
+/// `braid sim` on a testbed file with a sweep: the peers leave every sweep point, not only the
+/// top-level scheme list, or the runner meets them at the first point and refuses the file.
+#[test]
+fn braid_sim_takes_the_peers_out_of_every_sweep_point() {
+    let text = "name = \"g\"\nduration_s = 1\n[[link]]\nname = \"a\"\ndown = { rate_kbps = 1000, delay_ms = 10 }\n\
+                up = { rate_kbps = 1000, delay_ms = 10 }\n[sweep]\nkeys = [\"link.a.down.delay_ms\"]\nvalues = [10, 20]\n\
+                [workload]\nkind = \"bulk\"\n[[scheme]]\nname = \"default\"\n[[scheme]]\nname = \"plain\"\npeer = \"plain\"\n";
+    let mut sc = Scenario::from_str(text, std::path::Path::new(".")).unwrap_or_else(|e| panic!("{text}\n{e}"));
+    assert_eq!(super::sim::without_peers(&mut sc), vec!["plain".to_string()]);
+    let points = sc.expand_sweep();
+    assert_eq!(points.len(), 2);
+    for (value, point) in &points {
+        let names: Vec<&str> = point.schemes.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["default"], "sweep point {value:?}");
+    }
+}
