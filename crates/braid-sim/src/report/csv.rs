@@ -132,20 +132,27 @@ fn links(report: &SimReport, out: &mut dyn Write) -> io::Result<()> {
                     opt(run.sweep_value),
                     run.run.to_string(),
                     l.name.clone(),
-                    l.utilisation_down.to_string(),
-                    l.utilisation_up.to_string(),
-                    l.data_share.to_string(),
-                    l.loss.to_string(),
+                    float(l.utilisation_down),
+                    float(l.utilisation_up),
+                    float(l.data_share),
+                    float(l.loss),
                     l.queue_drops.to_string(),
-                    l.est_capacity_down_kbps.to_string(),
-                    l.true_capacity_down_kbps.to_string(),
-                    l.est_loss_down.to_string(),
-                    l.true_loss_down.to_string(),
+                    float(l.est_capacity_down_kbps),
+                    float(l.true_capacity_down_kbps),
+                    float(l.est_loss_down),
+                    float(l.true_loss_down),
                 ],
             )?;
         }
     }
     Ok(())
+}
+
+/// A float cell: Rust's `Display` writes an f64 in full decimal, so an estimate decayed to 3e-300
+/// took over 300 characters of `links.csv` (the blackout scenario's `est_loss_down`); below
+/// 1e-9 the cell is in exponent form, which every CSV reader parses as the same number.
+fn float(x: f64) -> String {
+    if x != 0.0 && x.abs() < 1e-9 { format!("{x:e}") } else { x.to_string() }
 }
 
 fn throughput(report: &SimReport, out: &mut dyn Write) -> io::Result<()> {
@@ -247,6 +254,22 @@ mod tests {
         assert_eq!(throughput[1], "oec,0.01,0,wimax,0,750");
         // Flows, not bulk: no goodput series.
         assert_eq!(read(&files[4]), ["scheme,sweep_value,run,second,goodput_kbps"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_vanishing_estimate_is_a_short_cell_that_reads_back() {
+        let dir = fixture::temp_dir("csv-tiny");
+        let mut report = fixture::report(false);
+        report.runs[0].links[0].est_loss_down = 3.3e-300;
+        let files = write_csv(&report, &dir).unwrap();
+        let links = read(&files[2]);
+        let cell = links[1].rsplit(',').nth(1).unwrap();
+        assert_eq!(cell, "3.3e-300");
+        assert_eq!(cell.parse::<f64>().unwrap(), 3.3e-300);
+        assert!(links.iter().all(|l| l.len() < 200), "{links:?}");
+        assert_eq!(float(0.25), "0.25");
+        assert_eq!(float(0.0), "0");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
