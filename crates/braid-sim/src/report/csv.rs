@@ -58,20 +58,20 @@ const RESULT_COLUMNS: [ResultColumn; 29] = [
     ("incomplete_flows", |r| r.incomplete_flows.to_string()),
     ("goodput_kbps", |r| opt(r.goodput_kbps)),
     ("goodput_ci95_kbps", |r| opt(r.goodput_ci95_kbps)),
-    ("residual_loss", |r| r.residual_loss.to_string()),
-    ("aqm_drops", |r| r.aqm_drops.to_string()),
-    ("overhead", |r| r.overhead.to_string()),
-    ("coded_fraction", |r| r.coded_fraction.to_string()),
+    ("residual_loss", |r| float(r.residual_loss)),
+    ("aqm_drops", |r| float(r.aqm_drops)),
+    ("overhead", |r| float(r.overhead)),
+    ("coded_fraction", |r| float(r.coded_fraction)),
     ("recovered", |r| r.recovered.to_string()),
     ("resent", |r| r.resent.to_string()),
     ("tcp_timeouts", |r| r.tcp_timeouts.to_string()),
     ("tcp_recoveries", |r| r.tcp_recoveries.to_string()),
     ("tcp_spurious_timeouts", |r| r.tcp_spurious_timeouts.to_string()),
-    ("late_fraction", |r| r.late_fraction.to_string()),
-    ("reordered_fraction", |r| r.reordered_fraction.to_string()),
-    ("mean_hold_ms", |r| r.mean_hold_ms.to_string()),
-    ("arrival_error_ms", |r| r.arrival_error_ms.to_string()),
-    ("arrival_within_10ms", |r| r.arrival_within_10ms.to_string()),
+    ("late_fraction", |r| float(r.late_fraction)),
+    ("reordered_fraction", |r| float(r.reordered_fraction)),
+    ("mean_hold_ms", |r| float(r.mean_hold_ms)),
+    ("arrival_error_ms", |r| float(r.arrival_error_ms)),
+    ("arrival_within_10ms", |r| float(r.arrival_within_10ms)),
     ("cbr_loss", |r| opt(r.cbr_loss)),
     ("cbr_delay_ms", |r| opt(r.cbr_delay_ms)),
     ("cbr_jitter_ms", |r| opt(r.cbr_jitter_ms)),
@@ -97,7 +97,7 @@ fn flows(report: &SimReport, out: &mut dyn Write) -> io::Result<()> {
                     run.run.to_string(),
                     run.seed.to_string(),
                     f.size_bytes.to_string(),
-                    f.start_s.to_string(),
+                    float(f.start_s),
                     opt(f.fct_s),
                 ],
             )?;
@@ -148,9 +148,9 @@ fn links(report: &SimReport, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
-/// A float cell: Rust's `Display` writes an f64 in full decimal, so an estimate decayed to 3e-300
-/// took over 300 characters of `links.csv` (the blackout scenario's `est_loss_down`); below
-/// 1e-9 the cell is in exponent form, which every CSV reader parses as the same number.
+/// Every float cell: Rust's `Display` writes an f64 in full decimal, so an estimate decayed to
+/// 3e-300 took over 300 characters of `links.csv` (the blackout scenario's `est_loss_down`);
+/// below 1e-9 the cell is in exponent form, which every CSV reader parses as the same number.
 fn float(x: f64) -> String {
     if x != 0.0 && x.abs() < 1e-9 { format!("{x:e}") } else { x.to_string() }
 }
@@ -170,7 +170,7 @@ fn throughput(report: &SimReport, out: &mut dyn Write) -> io::Result<()> {
                             run.run.to_string(),
                             l.name.clone(),
                             second.to_string(),
-                            kbps.to_string(),
+                            float(*kbps),
                         ],
                     )?;
                 }
@@ -186,7 +186,7 @@ fn goodput(report: &SimReport, out: &mut dyn Write) -> io::Result<()> {
         for (second, kbps) in run.goodput_kbps_series.iter().enumerate() {
             row(
                 out,
-                [run.scheme.clone(), opt(run.sweep_value), run.run.to_string(), second.to_string(), kbps.to_string()],
+                [run.scheme.clone(), opt(run.sweep_value), run.run.to_string(), second.to_string(), float(*kbps)],
             )?;
         }
     }
@@ -194,7 +194,7 @@ fn goodput(report: &SimReport, out: &mut dyn Write) -> io::Result<()> {
 }
 
 fn opt(x: Option<f64>) -> String {
-    x.map_or_else(String::new, |x| x.to_string())
+    x.map_or_else(String::new, float)
 }
 
 /// One record, fields quoted where RFC 4180 requires it.
