@@ -37,7 +37,7 @@
 #                                             # (the runtime has at least two threads, which an
 #                                             # unpinned 1-worker server spreads over both cores)
 # The load phase's figures to compare across `workers` on a machine whose cores the emulator
-# shares: "Mbit/s per CPU second" and "cores" of the server (utime + stime from /proc/PID/stat),
+# shares: "Mbit/s per core" and "cores" of the server (utime + stime from /proc/PID/stat),
 # besides the absolute Mbit/s, which the emulator's share of the cores sets as much as the server.
 set -euo pipefail
 if [ "${SHARED:-0}" != 1 ] && [ -z "${BENCH_FLEET_SESSION:-}" ]; then

@@ -772,13 +772,14 @@ async fn measure_load(
         cpu_load.1
     );
     // The server's cost per bit, which a busy emulator on the same cores does not set: when the
-    // cores, not the server, are the limit, workers that scale show the same Mbit/s per CPU
-    // second at 1 and 2 workers (and more cores used), workers that serialize show fewer.
+    // cores, not the server, are the limit, workers that scale show the same Mbit/s per core
+    // (Mbit delivered per CPU second) at 1 and 2 workers and more cores used, workers that
+    // serialize show fewer.
+    let server_cores = cpu_load.0 / el;
     println!(
-        "load efficiency: server {:.0} Mbit/s per CPU second ({:.2} CPU s per Gbit), using {:.2} cores; emulator {:.2} cores",
-        total / 1e6 / cpu_load.0.max(1e-9),
+        "load efficiency: server {:.0} Mbit/s per core ({:.2} CPU s per Gbit), using {server_cores:.2} cores; emulator {:.2} cores",
+        total / 1e6 / server_cores.max(1e-9),
         cpu_load.0 / (total / 1e9 * el).max(1e-9),
-        cpu_load.0 / el,
         cpu_load.1 / el
     );
     Ok(())
