@@ -32,6 +32,13 @@
 #   WORKERS="1 2" scripts/bench-fleet.sh ...  # each round runs this build's server once per value
 #                                             # of `workers` (default: the server's default, 1); a
 #                                             # baseline runs without the setting
+#   PIN=1 WORKERS="1 2" ...                   # the server of `workers = W` runs on CPUs 0..W-1
+#                                             # only (taskset), so that 1 worker has one core
+#                                             # (the runtime has at least two threads, which an
+#                                             # unpinned 1-worker server spreads over both cores)
+# The load phase's figures to compare across `workers` on a machine whose cores the emulator
+# shares: "Mbit/s per core" and "cores" of the server (utime + stime from /proc/PID/stat),
+# besides the absolute Mbit/s, which the emulator's share of the cores sets as much as the server.
 set -euo pipefail
 if [ "${SHARED:-0}" != 1 ] && [ -z "${BENCH_FLEET_SESSION:-}" ]; then
   exec env BENCH_FLEET_SESSION=1 setsid -w bash "$0" "$@"
@@ -110,8 +117,10 @@ write_config() {
 }
 
 start_server() {
-  local bin=$1
-  ip netns exec "$NS" "$bin" server --config "$TMP/server.toml" > "$TMP/server.log" 2>&1 &
+  local bin=$1 cpus=${2:-}
+  local pin=()
+  [ -z "$cpus" ] || pin=(taskset -c "$cpus")
+  ip netns exec "$NS" "${pin[@]}" "$bin" server --config "$TMP/server.toml" > "$TMP/server.log" 2>&1 &
   SERVER_PID=$!
   for _ in $(seq 100); do
     [ -S "$TMP/server.sock" ] && return 0
@@ -154,8 +163,10 @@ for r in $(seq "$ROUNDS"); do
     label=braid; [ "$bin" = "$BIN" ] || label=baseline
     fleet=$FLEET; [ "$label" = braid ] || fleet=${BASELINE_FLEET:-$FLEET}
     write_config "$ALLOWED" "$w"
-    start_server "$bin" || { cat "$TMP/server.log" >&2; exit 1; }
-    echo "--- r$r $label${w:+ workers=$w} ($bin, $fleet); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+    cpus=""
+    [ "${PIN:-0}" != 1 ] || cpus=0-$((${w:-1} - 1))
+    start_server "$bin" "$cpus" || { cat "$TMP/server.log" >&2; exit 1; }
+    echo "--- r$r $label${w:+ workers=$w}${cpus:+ on CPUs $cpus} ($bin, $fleet); load average $(cut -d' ' -f1-3 /proc/loadavg)"
     ip netns exec "$NS" "$fleet" run 127.0.0.1:7700 "$PUB" "$N" "$SERVER_PID" "$TMP/server.sock" "$LOAD" "$MBIT" "$SECS" \
       || { echo "bench-fleet: the emulator failed; server log:" >&2; tail -20 "$TMP/server.log" >&2; }
     stop_server

@@ -58,20 +58,20 @@ const RESULT_COLUMNS: [ResultColumn; 29] = [
     ("incomplete_flows", |r| r.incomplete_flows.to_string()),
     ("goodput_kbps", |r| opt(r.goodput_kbps)),
     ("goodput_ci95_kbps", |r| opt(r.goodput_ci95_kbps)),
-    ("residual_loss", |r| r.residual_loss.to_string()),
-    ("aqm_drops", |r| r.aqm_drops.to_string()),
-    ("overhead", |r| r.overhead.to_string()),
-    ("coded_fraction", |r| r.coded_fraction.to_string()),
+    ("residual_loss", |r| float(r.residual_loss)),
+    ("aqm_drops", |r| float(r.aqm_drops)),
+    ("overhead", |r| float(r.overhead)),
+    ("coded_fraction", |r| float(r.coded_fraction)),
     ("recovered", |r| r.recovered.to_string()),
     ("resent", |r| r.resent.to_string()),
     ("tcp_timeouts", |r| r.tcp_timeouts.to_string()),
     ("tcp_recoveries", |r| r.tcp_recoveries.to_string()),
     ("tcp_spurious_timeouts", |r| r.tcp_spurious_timeouts.to_string()),
-    ("late_fraction", |r| r.late_fraction.to_string()),
-    ("reordered_fraction", |r| r.reordered_fraction.to_string()),
-    ("mean_hold_ms", |r| r.mean_hold_ms.to_string()),
-    ("arrival_error_ms", |r| r.arrival_error_ms.to_string()),
-    ("arrival_within_10ms", |r| r.arrival_within_10ms.to_string()),
+    ("late_fraction", |r| float(r.late_fraction)),
+    ("reordered_fraction", |r| float(r.reordered_fraction)),
+    ("mean_hold_ms", |r| float(r.mean_hold_ms)),
+    ("arrival_error_ms", |r| float(r.arrival_error_ms)),
+    ("arrival_within_10ms", |r| float(r.arrival_within_10ms)),
     ("cbr_loss", |r| opt(r.cbr_loss)),
     ("cbr_delay_ms", |r| opt(r.cbr_delay_ms)),
     ("cbr_jitter_ms", |r| opt(r.cbr_jitter_ms)),
@@ -97,7 +97,7 @@ fn flows(report: &SimReport, out: &mut dyn Write) -> io::Result<()> {
                     run.run.to_string(),
                     run.seed.to_string(),
                     f.size_bytes.to_string(),
-                    f.start_s.to_string(),
+                    float(f.start_s),
                     opt(f.fct_s),
                 ],
             )?;
@@ -132,20 +132,27 @@ fn links(report: &SimReport, out: &mut dyn Write) -> io::Result<()> {
                     opt(run.sweep_value),
                     run.run.to_string(),
                     l.name.clone(),
-                    l.utilisation_down.to_string(),
-                    l.utilisation_up.to_string(),
-                    l.data_share.to_string(),
-                    l.loss.to_string(),
+                    float(l.utilisation_down),
+                    float(l.utilisation_up),
+                    float(l.data_share),
+                    float(l.loss),
                     l.queue_drops.to_string(),
-                    l.est_capacity_down_kbps.to_string(),
-                    l.true_capacity_down_kbps.to_string(),
-                    l.est_loss_down.to_string(),
-                    l.true_loss_down.to_string(),
+                    float(l.est_capacity_down_kbps),
+                    float(l.true_capacity_down_kbps),
+                    float(l.est_loss_down),
+                    float(l.true_loss_down),
                 ],
             )?;
         }
     }
     Ok(())
+}
+
+/// Every float cell: Rust's `Display` writes an f64 in full decimal, so an estimate decayed to
+/// 3e-300 took over 300 characters of `links.csv` (the blackout scenario's `est_loss_down`);
+/// below 1e-9 the cell is in exponent form, which every CSV reader parses as the same number.
+fn float(x: f64) -> String {
+    if x != 0.0 && x.abs() < 1e-9 { format!("{x:e}") } else { x.to_string() }
 }
 
 fn throughput(report: &SimReport, out: &mut dyn Write) -> io::Result<()> {
@@ -163,7 +170,7 @@ fn throughput(report: &SimReport, out: &mut dyn Write) -> io::Result<()> {
                             run.run.to_string(),
                             l.name.clone(),
                             second.to_string(),
-                            kbps.to_string(),
+                            float(*kbps),
                         ],
                     )?;
                 }
@@ -179,7 +186,7 @@ fn goodput(report: &SimReport, out: &mut dyn Write) -> io::Result<()> {
         for (second, kbps) in run.goodput_kbps_series.iter().enumerate() {
             row(
                 out,
-                [run.scheme.clone(), opt(run.sweep_value), run.run.to_string(), second.to_string(), kbps.to_string()],
+                [run.scheme.clone(), opt(run.sweep_value), run.run.to_string(), second.to_string(), float(*kbps)],
             )?;
         }
     }
@@ -187,7 +194,7 @@ fn goodput(report: &SimReport, out: &mut dyn Write) -> io::Result<()> {
 }
 
 fn opt(x: Option<f64>) -> String {
-    x.map_or_else(String::new, |x| x.to_string())
+    x.map_or_else(String::new, float)
 }
 
 /// One record, fields quoted where RFC 4180 requires it.
@@ -247,6 +254,22 @@ mod tests {
         assert_eq!(throughput[1], "oec,0.01,0,wimax,0,750");
         // Flows, not bulk: no goodput series.
         assert_eq!(read(&files[4]), ["scheme,sweep_value,run,second,goodput_kbps"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_vanishing_estimate_is_a_short_cell_that_reads_back() {
+        let dir = fixture::temp_dir("csv-tiny");
+        let mut report = fixture::report(false);
+        report.runs[0].links[0].est_loss_down = 3.3e-300;
+        let files = write_csv(&report, &dir).unwrap();
+        let links = read(&files[2]);
+        let cell = links[1].rsplit(',').nth(1).unwrap();
+        assert_eq!(cell, "3.3e-300");
+        assert_eq!(cell.parse::<f64>().unwrap(), 3.3e-300);
+        assert!(links.iter().all(|l| l.len() < 200), "{links:?}");
+        assert_eq!(float(0.25), "0.25");
+        assert_eq!(float(0.0), "0");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
