@@ -10,6 +10,9 @@
 #   - LOAD vehicles offering MBIT Mbit/s each: aggregate throughput the server delivered and
 #     per-vehicle fairness (Jain's index), with the CPU seconds of server and emulator (the
 #     emulator runs on one thread; when it is the one at 1 s/s it, not the server, is the limit).
+# The load phase's datagrams are sealed before it starts and then only sent, paced per vehicle
+# and batched (sendmmsg; FLEET_GSO=1: UDP GSO), so that the emulator costs little more than the
+# kernel's send per packet (FLEET_LOAD=live: the vehicles' sessions seal them as they go).
 # Priorities: the emulator's joining vehicles stand for other hosts, so their thread runs at
 # SCHED_IDLE while they join and idle (FLEET_SCHED=nice: at nice FLEET_NICE, default 19); vehicle
 # 0, whose round trips are measured (a ping every FLEET_PING_MS, default 5), runs in a process of

@@ -14,6 +14,10 @@
 //! 4. aggregate throughput and per-vehicle fairness (Jain's index) with LOAD vehicles each
 //!    offering the same rate of 1,200-byte passenger packets, counted by the server (`braid
 //!    status`: packets each vehicle's session delivered to its TUN device).
+//!    By default the load is pre-sealed ([`measure_presealed`]): every datagram of the phase is
+//!    built and sealed before it starts, and the phase only sends them, so that the emulator's
+//!    cost per packet is the kernel's send alone; `FLEET_LOAD=live` has the vehicles' sessions
+//!    generate and seal it as it goes ([`measure_load`]).
 //!
 //! After the join it prints the slowest pings of the window, each with how far into the join it
 //! was sent and how many vehicles had joined by then. `FLEET_JOIN_RATE` (vehicles a second) has
@@ -126,6 +130,16 @@ fn echo_reply_seq(p: &[u8], id: u16) -> Option<u16> {
         .then(|| u16::from_be_bytes([icmp[6], icmp[7]]))
 }
 
+/// The load phase's passenger packet from `tunnel`: UDP to the discard range, which the server's
+/// namespace blackholes.
+fn load_packet(tunnel: Ipv4Addr) -> Vec<u8> {
+    let mut udp = vec![0u8; LOAD_PACKET - 20];
+    udp[0..2].copy_from_slice(&40000u16.to_be_bytes());
+    udp[2..4].copy_from_slice(&9u16.to_be_bytes());
+    udp[4..6].copy_from_slice(&((LOAD_PACKET - 20) as u16).to_be_bytes());
+    ipv4(tunnel, Ipv4Addr::new(198, 18, 0, 1), 17, &udp)
+}
+
 /// What a vehicle is asked to do.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Phase {
@@ -133,6 +147,9 @@ enum Phase {
     Idle,
     /// Offer passenger packets at this many bits per second.
     Load(f64),
+    /// Hand what sealing needs (socket, keys, where the sequence numbers stand) to the pre-sealed
+    /// load generator and stop (the loading vehicles only; the others stay idle).
+    Handoff,
     /// Stop.
     Stop,
 }
@@ -218,6 +235,7 @@ async fn probe(args: &[String]) -> Result<(), Error> {
         ping_every: Duration::from_micros(every.parse()?),
         loads: false,
         origin,
+        handoff: None,
     };
     let (_phase_tx, phase_rx) = watch::channel(Phase::Idle);
     let (rep_tx, mut rep_rx) = mpsc::unbounded_channel();
@@ -242,6 +260,24 @@ struct Vehicle {
     /// Whether it offers load in the load phase.
     loads: bool,
     origin: std::time::Instant,
+    /// Where a loading vehicle hands itself over on [`Phase::Handoff`].
+    handoff: Option<mpsc::UnboundedSender<Handoff>>,
+}
+
+/// A loading vehicle's sending state, handed from its session to the pre-sealed generator: its
+/// datagrams go on where its session's stopped, so that the server's session and anti-replay
+/// window take them as the next ones.
+struct Handoff {
+    i: usize,
+    sock: std::net::UdpSocket,
+    session: u32,
+    channel: SecureChannel,
+    /// Link 0's next link sequence number: the AEAD counter (crypto/channel.rs derives the nonce
+    /// from it), which the server's replay window wants above every one it has seen.
+    next_link_seq: u32,
+    /// The next data sequence number (the session's first transmissions so far).
+    next_data_seq: u64,
+    tunnel: Ipv4Addr,
 }
 
 impl Vehicle {
@@ -314,18 +350,12 @@ impl Vehicle {
         let mut channel = SecureChannel::new(&established.keys, now);
         let mut buf = vec![0u8; 1400 + braid_proto::wire::MAX_CARRIER_OVERHEAD + TAG_LEN];
         let mut scratch = Vec::with_capacity(65536);
-        let load_packet = {
-            let mut udp = vec![0u8; LOAD_PACKET - 20];
-            udp[0..2].copy_from_slice(&40000u16.to_be_bytes());
-            udp[2..4].copy_from_slice(&9u16.to_be_bytes());
-            udp[4..6].copy_from_slice(&((LOAD_PACKET - 20) as u16).to_be_bytes());
-            // To the discard range the server's namespace blackholes.
-            ipv4(tunnel, Ipv4Addr::new(198, 18, 0, 1), 17, &udp)
-        };
+        let load_packet = load_packet(tunnel);
         let mut next_load: Option<braid_proto::Instant> = None;
         let mut next_ping: Option<braid_proto::Instant> = self.ping_to.map(|_| now);
         let mut pings: HashMap<u16, braid_proto::Instant> = HashMap::new();
         let mut seq = 0u16;
+        let mut next_link_seq = 0u32;
         let mut current = *phase.borrow();
         loop {
             let due = [session.poll_timeout(), next_load, next_ping].into_iter().flatten().min();
@@ -343,6 +373,16 @@ impl Vehicle {
                     current = *phase.borrow();
                     match current {
                         Phase::Stop => return Ok(()),
+                        Phase::Handoff if self.loads => {
+                            if let Some(h) = &self.handoff {
+                                let sock = sock.into_std()?;
+                                sock.set_nonblocking(false)?;
+                                let data = session.stats().data_sent;
+                                let _ = h.send(Handoff { i: self.i, sock, session: established.session, channel, next_link_seq, next_data_seq: data, tunnel });
+                                return Ok(());
+                            }
+                        }
+                        Phase::Handoff => {}
                         Phase::Load(_) if self.loads => next_load = Some(self.now()),
                         Phase::Load(_) => {}
                         Phase::Idle => next_load = None,
@@ -378,6 +418,10 @@ impl Vehicle {
             }
             while let Some(t) = session.poll_transmit(self.now(), &mut buf) {
                 let dest = t.destination.unwrap_or(self.server);
+                if buf[braid_proto::wire::LINK_ID_OFFSET] == 0 {
+                    let o = braid_proto::wire::LINK_SEQ_OFFSET;
+                    next_link_seq = u32::from_be_bytes([0, buf[o], buf[o + 1], buf[o + 2]]) + 1;
+                }
                 if let Ok(n) = channel.seal(self.now(), &mut buf, t.len) {
                     let _ = sock.send_to(&buf[..n], dest).await;
                 }
@@ -436,13 +480,19 @@ fn rss(pid: u32) -> u64 {
 
 /// CPU seconds (user + system) a process used.
 fn cpu_seconds(pid: &str) -> f64 {
+    let (u, s) = cpu_split(pid);
+    u + s
+}
+
+/// CPU seconds a process used, user and system apart.
+fn cpu_split(pid: &str) -> (f64, f64) {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let after = s.rsplit_once(')').map_or("", |(_, r)| r);
     // Fields 14 and 15 (utime, stime) are the 12th and 13th after the command name. Every field
     // counts, the state letter (field 3) too: dropping what does not parse as a number shifted
     // them by one, to stime and cutime, which left the server's user time (its crypto) out.
     let f: Vec<f64> = after.split_whitespace().map(|x| x.parse().unwrap_or(0.0)).collect();
-    (f.get(11).unwrap_or(&0.0) + f.get(12).unwrap_or(&0.0)) / 100.0
+    (f.get(11).unwrap_or(&0.0) / 100.0, f.get(12).unwrap_or(&0.0) / 100.0)
 }
 
 /// The server's sessions, as `braid status` reports them over its control socket.
@@ -560,8 +610,23 @@ async fn run(args: &[String]) -> Result<(), Error> {
         println!("the others join at {r:.0} a second");
     }
     // The others do not ping: vehicle 0 does, in its own process.
-    let vehicle =
-        |i: usize| Vehicle { i, server, server_pub, ping_to: None, ping_every, loads: (1..=load).contains(&i), origin };
+    // FLEET_LOAD=live: the loading vehicles' sessions generate and seal the load as it goes.
+    let presealed = match std::env::var("FLEET_LOAD").as_deref() {
+        Ok("presealed") | Err(_) => true,
+        Ok("live") => false,
+        Ok(v) => return Err(format!("FLEET_LOAD: {v:?} is neither presealed nor live").into()),
+    };
+    let (handoff_tx, handoff_rx) = mpsc::unbounded_channel();
+    let vehicle = |i: usize| Vehicle {
+        i,
+        server,
+        server_pub,
+        ping_to: None,
+        ping_every,
+        loads: (1..=load).contains(&i),
+        origin,
+        handoff: presealed.then(|| handoff_tx.clone()),
+    };
     let spawn = |i: usize| tokio::spawn(vehicle(i).run(phase_rx.clone(), rep_tx.clone(), sent.clone()));
     let rss0 = rss(pid);
     let (mut joined, mut failed, mut idle_rtts) = (Vec::new(), Vec::new(), Vec::new());
@@ -717,7 +782,11 @@ async fn run(args: &[String]) -> Result<(), Error> {
     set_nice(own_nice);
     let load = load.min(n);
     if load > 0 {
-        measure_load(&phase_tx, &sent, &control, pid, load, mbit, secs).await?;
+        if presealed {
+            measure_presealed(&phase_tx, handoff_rx, server, &control, pid, load, mbit, secs, origin).await?;
+        } else {
+            measure_load(&phase_tx, &sent, &control, pid, load, mbit, secs).await?;
+        }
     }
     phase_tx.send(Phase::Stop)?;
     for t in tasks {
@@ -748,6 +817,21 @@ async fn measure_load(
     phase_tx.send(Phase::Idle)?;
     let el = t.elapsed().as_secs_f64();
     let cpu_load = (cpu_seconds(&pid.to_string()) - cpu_load0.0, cpu_seconds("self") - cpu_load0.1);
+    let offered = sent.load(Ordering::Relaxed) as f64 * LOAD_PACKET as f64 * 8.0 / el;
+    report_load(control, &before, load, mbit, offered, el, cpu_load).await
+}
+
+/// Prints what the server delivered over the load phase (`el` seconds, `cpu_load` the CPU
+/// seconds of server and emulator) against `before`, its per-vehicle counts at the start.
+async fn report_load(
+    control: &str,
+    before: &HashMap<String, u64>,
+    load: usize,
+    mbit: f64,
+    offered: f64,
+    el: f64,
+    cpu_load: (f64, f64),
+) -> Result<(), Error> {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = delivered(control)?;
     let rates: Vec<f64> = (1..=load)
@@ -760,7 +844,6 @@ async fn measure_load(
     let total: f64 = rates.iter().sum();
     let sq: f64 = rates.iter().map(|r| r * r).sum();
     let jain = if sq > 0.0 { total * total / (rates.len() as f64 * sq) } else { 0.0 };
-    let offered = sent.load(Ordering::Relaxed) as f64 * LOAD_PACKET as f64 * 8.0 / el;
     let (lo, hi) = rates.iter().fold((f64::MAX, 0.0f64), |(a, b), r| (a.min(*r), b.max(*r)));
     println!(
         "load: {load} vehicles x {mbit} Mbit/s offered ({:.0} Mbit/s taken by the sessions), {:.0} Mbit/s delivered by the server; per vehicle {:.2}..{:.2} Mbit/s, Jain's index {jain:.3}; CPU over {el:.1} s: server {:.2} s, emulator {:.2} s",
@@ -783,6 +866,217 @@ async fn measure_load(
         cpu_load.1 / el
     );
     Ok(())
+}
+
+/// Seals `count` data datagrams of vehicle `h`, the k-th stamped as sent at `start + k * every`,
+/// into one buffer (every one is `stride` bytes: the same header, body and passenger size).
+fn preseal(
+    h: &mut Handoff,
+    count: usize,
+    start: braid_proto::Instant,
+    every: Duration,
+) -> Result<(Vec<u8>, usize), Error> {
+    use braid_proto::wire::{DataRepr, HEADER_LEN, Header, PacketType};
+    let packet = load_packet(h.tunnel);
+    let body_len = DataRepr { seq: 0, ack: None, payload: &packet }.len();
+    let stride = HEADER_LEN + body_len + TAG_LEN;
+    let mut out = vec![0u8; stride * count];
+    for (k, d) in out.chunks_exact_mut(stride).enumerate() {
+        let at = braid_proto::Instant::from_micros(start.as_micros() + (every * k as u32).as_micros() as u64);
+        let header = Header {
+            ptype: PacketType::Data,
+            flags: 0,
+            session: h.session,
+            link: LinkId(0),
+            link_seq: h.next_link_seq.wrapping_add(k as u32),
+            timestamp: at.wire_timestamp(),
+        };
+        let body = DataRepr { seq: ((h.next_data_seq + k as u64) & 0xff_ffff) as u32, ack: None, payload: &packet };
+        let n = header.emit(d)?;
+        let m = body.emit(&mut d[n..])?;
+        h.channel.seal(at, d, n + m)?;
+    }
+    Ok((out, stride))
+}
+
+/// One vehicle of the pre-sealed load: its socket, its datagrams, how many have gone.
+struct Preloaded {
+    sock: std::net::UdpSocket,
+    data: Vec<u8>,
+    stride: usize,
+    sent: usize,
+    /// Its first datagram's time, from the phase's start (the vehicles are spread over one
+    /// packet interval).
+    offset: Duration,
+}
+
+/// Most datagrams in one `sendmmsg` (or one GSO send with `FLEET_GSO=1`).
+const SEND_BATCH: usize = 64;
+
+/// Sends the pre-sealed datagrams from `start` for `secs`, each vehicle's paced at one every
+/// `every` (whatever is due when the thread wakes, every `tick`, goes in one batched send per
+/// vehicle); returns how many were sent. `gso`: one UDP GSO send per batch rather than one
+/// `sendmmsg`; over loopback the server's socket, which enables GRO, then receives the batch
+/// as one buffer.
+fn send_paced(
+    vehicles: &mut [Preloaded],
+    server: SocketAddr,
+    start: std::time::Instant,
+    secs: f64,
+    every: Duration,
+    tick: Duration,
+    gso: bool,
+) -> Result<u64, Error> {
+    use nix::sys::socket::{MsgFlags, MultiHeaders, SockaddrIn, sendmmsg};
+    use std::io::IoSlice;
+    use std::os::fd::AsRawFd;
+    let SocketAddr::V4(v4) = server else { return Err("the server's address is not IPv4".into()) };
+    let dest = SockaddrIn::from(v4);
+    let states: Vec<quinn_udp::UdpSocketState> = if gso {
+        vehicles.iter().map(|v| quinn_udp::UdpSocketState::new((&v.sock).into())).collect::<Result<_, _>>()?
+    } else {
+        Vec::new()
+    };
+    let mut headers = MultiHeaders::<SockaddrIn>::preallocate(SEND_BATCH, None);
+    let addrs = vec![Some(dest); SEND_BATCH];
+    let end = start + Duration::from_secs_f64(secs);
+    let mut total = 0u64;
+    let mut next = start;
+    while let Some(now) = Some(std::time::Instant::now()).filter(|n| *n < end) {
+        for (vi, v) in vehicles.iter_mut().enumerate() {
+            let count = v.data.len() / v.stride;
+            let since = now.saturating_duration_since(start);
+            if since < v.offset {
+                continue;
+            }
+            let due = (((since - v.offset).as_nanos() / every.as_nanos()) as usize + 1).min(count);
+            while v.sent < due {
+                let n = (due - v.sent).min(SEND_BATCH);
+                let bytes = &v.data[v.sent * v.stride..(v.sent + n) * v.stride];
+                let done = if gso {
+                    let n = n.min(states[vi].max_gso_segments());
+                    let bytes = &bytes[..n * v.stride];
+                    let t = quinn_udp::Transmit {
+                        destination: server,
+                        ecn: None,
+                        contents: bytes,
+                        segment_size: (n > 1).then_some(v.stride),
+                        src_ip: None,
+                    };
+                    states[vi].try_send((&v.sock).into(), &t)?;
+                    n
+                } else {
+                    let slices: Vec<[IoSlice<'_>; 1]> =
+                        bytes.chunks_exact(v.stride).map(|d| [IoSlice::new(d)]).collect();
+                    sendmmsg(v.sock.as_raw_fd(), &mut headers, &slices, &addrs[..n], [], MsgFlags::empty())?.count()
+                };
+                v.sent += done;
+                total += done as u64;
+            }
+        }
+        next += tick;
+        if let Some(d) = next.checked_duration_since(std::time::Instant::now()) {
+            std::thread::sleep(d);
+        }
+    }
+    Ok(total)
+}
+
+/// The load phase with pre-sealed datagrams (the default; `FLEET_LOAD=live`: [`measure_load`]).
+/// Sealing every datagram on the emulator's one thread as it goes cost it 0.6-0.7 of a core at
+/// 2 Gbit/s offered and held the server under one core, so the server's scaling could not show
+/// on a 2-core machine. Here the loading vehicles hand their sessions' sending state over, every
+/// datagram of the phase is sealed beforehand (fresh, increasing link sequence numbers, so the
+/// server's replay window takes each once), and the phase only sends them, paced per vehicle
+/// and batched per vehicle (`sendmmsg`; `FLEET_GSO=1`: UDP GSO), from one thread. The vehicles'
+/// sessions do not answer the server meanwhile (the data needs no answer to be delivered) and
+/// end with the phase.
+#[allow(clippy::too_many_arguments)]
+async fn measure_presealed(
+    phase_tx: &watch::Sender<Phase>,
+    mut handoffs: mpsc::UnboundedReceiver<Handoff>,
+    server: SocketAddr,
+    control: &str,
+    pid: u32,
+    load: usize,
+    mbit: f64,
+    secs: f64,
+    origin: std::time::Instant,
+) -> Result<(), Error> {
+    let gso = std::env::var("FLEET_GSO").is_ok_and(|v| v == "1");
+    let tick = match std::env::var("FLEET_TICK_US") {
+        Ok(v) => Duration::from_micros(v.parse().map_err(|_| format!("FLEET_TICK_US: {v:?} is not microseconds"))?),
+        Err(_) => Duration::from_millis(1),
+    };
+    phase_tx.send(Phase::Handoff)?;
+    let mut got = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while got.len() < load {
+        match tokio::time::timeout_at(deadline, handoffs.recv()).await {
+            Ok(Some(h)) => got.push(h),
+            _ => return Err(format!("{} of {load} loading vehicles handed over", got.len()).into()),
+        }
+    }
+    got.sort_by_key(|h| h.i);
+    let every = Duration::from_secs_f64(LOAD_PACKET as f64 * 8.0 / (mbit * 1e6));
+    let count = (secs / every.as_secs_f64()).ceil() as usize + 1;
+    // The datagrams are stamped with when they will be sent: the phase starts once they are
+    // sealed, estimated from sealing a few first (2 s more for the margin).
+    let t_seal = std::time::Instant::now();
+    let per = {
+        let keys = braid_proto::crypto::SessionKeys { suite: got[0].channel.suite(), send: [7; 32], recv: [7; 32] };
+        let now = braid_proto::Instant::from_micros(origin.elapsed().as_micros() as u64);
+        let mut probe = Handoff {
+            i: 0,
+            sock: got[0].sock.try_clone()?,
+            session: got[0].session,
+            channel: SecureChannel::new(&keys, now),
+            next_link_seq: 0,
+            next_data_seq: 0,
+            tunnel: got[0].tunnel,
+        };
+        let t = std::time::Instant::now();
+        preseal(&mut probe, 2000, now, every)?;
+        t.elapsed() / 2000
+    };
+    let start = std::time::Instant::now() + per * (count * load) as u32 + Duration::from_secs(2);
+    let mut vehicles = Vec::new();
+    for (j, h) in got.iter_mut().enumerate() {
+        let offset = every * j as u32 / load as u32;
+        let first = braid_proto::Instant::from_micros((start + offset).duration_since(origin).as_micros() as u64);
+        let (data, stride) = preseal(h, count, first, every)?;
+        vehicles.push(Preloaded { sock: h.sock.try_clone()?, data, stride, sent: 0, offset });
+    }
+    let sealed_in = t_seal.elapsed().as_secs_f64();
+    let late = std::time::Instant::now().saturating_duration_since(start);
+    println!(
+        "pre-sealed {} datagrams of {} bytes ({:.1} GB) in {sealed_in:.1} s; sent paced per vehicle, batched by {} every {:.1} ms{}",
+        count * load,
+        vehicles[0].stride,
+        (count * load * vehicles[0].stride) as f64 / 1e9,
+        if gso { "UDP GSO" } else { "sendmmsg" },
+        ms(tick),
+        if late > Duration::ZERO { format!(" (started {:.0} ms after the stamps)", ms(late)) } else { String::new() }
+    );
+    if let Some(wait) = start.checked_duration_since(std::time::Instant::now()) {
+        tokio::time::sleep(wait).await;
+    }
+    let before = delivered(control)?;
+    let cpu_load0 = (cpu_seconds(&pid.to_string()), cpu_seconds("self"));
+    let split0 = cpu_split("self");
+    let t = std::time::Instant::now();
+    let sender = std::thread::Builder::new()
+        .name("fleet-load".into())
+        .spawn(move || send_paced(&mut vehicles, server, t, secs, every, tick, gso).map_err(|e| e.to_string()))?;
+    let sent = tokio::task::spawn_blocking(move || sender.join()).await?.map_err(|_| "the load thread panicked")??;
+    let el = t.elapsed().as_secs_f64();
+    let cpu_load = (cpu_seconds(&pid.to_string()) - cpu_load0.0, cpu_seconds("self") - cpu_load0.1);
+    let split = cpu_split("self");
+    // Over loopback a send runs the receiving half of the stack too (up to the server's socket)
+    // in the sender's system time.
+    println!("emulator CPU over the phase: user {:.2} s, system {:.2} s", split.0 - split0.0, split.1 - split0.1);
+    let offered = sent as f64 * LOAD_PACKET as f64 * 8.0 / el;
+    report_load(control, &before, load, mbit, offered, el, cpu_load).await
 }
 
 /// The decoding the example needs from the daemon, kept here (braid is a binary crate).
