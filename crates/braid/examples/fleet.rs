@@ -418,9 +418,10 @@ impl Vehicle {
             }
             while let Some(t) = session.poll_transmit(self.now(), &mut buf) {
                 let dest = t.destination.unwrap_or(self.server);
-                if buf[braid_proto::wire::LINK_ID_OFFSET] == 0 {
-                    let o = braid_proto::wire::LINK_SEQ_OFFSET;
-                    next_link_seq = u32::from_be_bytes([0, buf[o], buf[o + 1], buf[o + 2]]) + 1;
+                if let Ok((h, _)) = braid_proto::wire::Header::parse(&buf[..t.len])
+                    && h.link == LinkId(0)
+                {
+                    next_link_seq = h.link_seq + 1;
                 }
                 if let Ok(n) = channel.seal(self.now(), &mut buf, t.len) {
                     let _ = sock.send_to(&buf[..n], dest).await;
@@ -1062,16 +1063,15 @@ async fn measure_presealed(
         tokio::time::sleep(wait).await;
     }
     let before = delivered(control)?;
-    let cpu_load0 = (cpu_seconds(&pid.to_string()), cpu_seconds("self"));
-    let split0 = cpu_split("self");
+    let (server0, split0) = (cpu_seconds(&pid.to_string()), cpu_split("self"));
     let t = std::time::Instant::now();
     let sender = std::thread::Builder::new()
         .name("fleet-load".into())
         .spawn(move || send_paced(&mut vehicles, server, t, secs, every, tick, gso).map_err(|e| e.to_string()))?;
     let sent = tokio::task::spawn_blocking(move || sender.join()).await?.map_err(|_| "the load thread panicked")??;
     let el = t.elapsed().as_secs_f64();
-    let cpu_load = (cpu_seconds(&pid.to_string()) - cpu_load0.0, cpu_seconds("self") - cpu_load0.1);
     let split = cpu_split("self");
+    let cpu_load = (cpu_seconds(&pid.to_string()) - server0, (split.0 + split.1) - (split0.0 + split0.1));
     // Over loopback a send runs the receiving half of the stack too (up to the server's socket)
     // in the sender's system time.
     println!("emulator CPU over the phase: user {:.2} s, system {:.2} s", split.0 - split0.0, split.1 - split0.1);
