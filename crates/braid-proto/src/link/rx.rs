@@ -92,15 +92,6 @@ const DELIVERY_RAISE: f64 = 1.10;
 /// earliest-arrival scheduler then never sent it enough to find out more.
 pub const UNKNOWN_CAPACITY_BPS: f64 = 1e6;
 
-/// Moves the running loss average `avg` (gain `gain` per packet) toward 1 once for each of
-/// `lost` packets, at most 64 of one gap: the loss estimate and the slow average away from full
-/// buffers count a gap by the same rule.
-fn count_losses(avg: &mut f64, gain: f64, lost: u64) {
-    for _ in 0..lost.min(64) {
-        *avg += gain * (1.0 - *avg);
-    }
-}
-
 /// What the receiver learned from one datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RxSample {
@@ -269,12 +260,16 @@ impl RxEstimator {
                 // A gap larger than this is a restart of the peer's counters, not a loss burst.
                 newly_lost = if gap < 4096 { gap } else { 0 };
                 if !at_full_buffer {
-                    count_losses(&mut self.away_loss, AWAY_LOSS_GAIN, newly_lost);
+                    for _ in 0..newly_lost.min(64) {
+                        self.away_loss += AWAY_LOSS_GAIN * (1.0 - self.away_loss);
+                    }
                     self.away_loss -= AWAY_LOSS_GAIN * self.away_loss;
                 }
                 let overflow = at_full_buffer && self.away_loss < OVERFLOW_KEPT_OUT_BELOW;
                 if !overflow {
-                    count_losses(&mut self.loss, LOSS_GAIN, newly_lost);
+                    for _ in 0..newly_lost.min(64) {
+                        self.loss += LOSS_GAIN * (1.0 - self.loss);
+                    }
                 }
                 self.loss -= LOSS_GAIN * self.loss;
                 self.lost += newly_lost;
