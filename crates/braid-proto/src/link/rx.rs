@@ -124,24 +124,6 @@ pub const CONGESTION_QUEUE_SHARE: f64 = 0.9;
 /// its range loses at any queue (the drive-by scenario's WiFi: up to 30 %), and those losses are
 /// braid's to repair.
 pub const CONGESTION_LOSS_MAX: f64 = 0.05;
-/// Gain per packet of the slow average of the loss a link shows away from a full buffer
-/// ([`OVERFLOW_KEPT_OUT_BELOW`]): a few hundred packets, so that one overflow episode's
-/// neighbouring losses do not move it but a link's wireless loss rate does.
-const AWAY_LOSS_GAIN: f64 = 1.0 / 256.0;
-/// Losses at a full buffer ([`CONGESTION_QUEUE_SHARE`]) are kept out of the loss estimate while
-/// the slow average of the losses seen away from a full buffer is below this: such a link loses
-/// only to overflows, and those are the passengers' TCP's to see, not braid's to repair or to
-/// steer around. Counted in, the short average ([`LOSS_GAIN`]) rose by 1/8 with each overflow,
-/// so the overflows that followed within an episode were no longer judged congestion
-/// ([`CONGESTION_LOSS_MAX`]) and were repaired into the same full buffer, and the sender saw a
-/// lossy link: on bench-bond's 20 + 5 Mbit/s, one iperf3 flow up, the 5 Mbit/s uplink's drop-tail
-/// buffer overflowed in every window and the worst of 5 runs carried 19.7 Mbit/s. On a link that
-/// loses at random anyway, losses at a full buffer are as likely wireless and stay in the
-/// estimate. Below this, a radio's random losses that happen to meet the queue's peak are kept
-/// out too; they are few: on FMTCP Table II case 5 (one path losing 1 %, its queue's peaks at
-/// 70-150 ms) 18-29 of a run's 8,000 losses, and the default's goodput was the same over seeds
-/// 1-30 (+0.2 %, per-seed spread 5 %; seeds 1-10 alone read -3 %).
-pub const OVERFLOW_KEPT_OUT_BELOW: f64 = 0.02;
 /// The largest recent queue is the maximum over the last one to two of these spans.
 const QUEUE_MAX_BUCKET: Duration = Duration::from_secs(5);
 
@@ -152,8 +134,6 @@ pub struct RxEstimator {
     received: u64,
     lost: u64,
     loss: f64,
-    /// Slow average of the loss seen away from a full buffer ([`AWAY_LOSS_GAIN`]).
-    away_loss: f64,
     owd_base: Option<u32>,
     owd_avg: f64,
     last_arrival: Option<Instant>,
@@ -213,7 +193,6 @@ impl RxEstimator {
             received: 0,
             lost: 0,
             loss: 0.0,
-            away_loss: 0.0,
             owd_base: None,
             owd_avg: 0.0,
             last_arrival: None,
@@ -238,15 +217,6 @@ impl RxEstimator {
         let expected = self.highest.map_or(0, |h| h + 1);
         let link_seq = seq::expand(expected, wire_link_seq);
         let loss_before = self.loss;
-        self.received += 1;
-        let queued_us = self.standing_sample(now, timestamp);
-        let largest = track_max(&mut self.queue_max, QUEUE_MAX_BUCKET, now, queued_us);
-        let queued_bytes = queued_us * self.capacity_bps / 8e6;
-        let largest_bytes = track_max(&mut self.queue_max_bytes, QUEUE_MAX_BUCKET, now, queued_bytes);
-        self.last_queue_us = queued_us;
-        let at_full_buffer = queued_us >= CONGESTION_QUEUE_MIN
-            && (queued_us >= largest * CONGESTION_QUEUE_SHARE
-                || queued_bytes >= largest_bytes * CONGESTION_QUEUE_SHARE);
         let mut newly_lost = 0;
         match self.highest {
             Some(h) if link_seq <= h => {
@@ -259,24 +229,25 @@ impl RxEstimator {
                 let gap = self.highest.map_or(0, |h| link_seq - h - 1);
                 // A gap larger than this is a restart of the peer's counters, not a loss burst.
                 newly_lost = if gap < 4096 { gap } else { 0 };
-                if !at_full_buffer {
-                    for _ in 0..newly_lost.min(64) {
-                        self.away_loss += AWAY_LOSS_GAIN * (1.0 - self.away_loss);
-                    }
-                    self.away_loss -= AWAY_LOSS_GAIN * self.away_loss;
-                }
-                let overflow = at_full_buffer && self.away_loss < OVERFLOW_KEPT_OUT_BELOW;
-                if !overflow {
-                    for _ in 0..newly_lost.min(64) {
-                        self.loss += LOSS_GAIN * (1.0 - self.loss);
-                    }
+                for _ in 0..newly_lost.min(64) {
+                    self.loss += LOSS_GAIN * (1.0 - self.loss);
                 }
                 self.loss -= LOSS_GAIN * self.loss;
                 self.lost += newly_lost;
                 self.highest = Some(link_seq);
             }
         }
-        let congested = newly_lost > 0 && loss_before < CONGESTION_LOSS_MAX && at_full_buffer;
+        self.received += 1;
+        let queued_us = self.standing_sample(now, timestamp);
+        let largest = track_max(&mut self.queue_max, QUEUE_MAX_BUCKET, now, queued_us);
+        let queued_bytes = queued_us * self.capacity_bps / 8e6;
+        let largest_bytes = track_max(&mut self.queue_max_bytes, QUEUE_MAX_BUCKET, now, queued_bytes);
+        self.last_queue_us = queued_us;
+        let congested = newly_lost > 0
+            && loss_before < CONGESTION_LOSS_MAX
+            && queued_us >= CONGESTION_QUEUE_MIN
+            && (queued_us >= largest * CONGESTION_QUEUE_SHARE
+                || queued_bytes >= largest_bytes * CONGESTION_QUEUE_SHARE);
         self.update_owd(now, timestamp, size);
         self.update_capacity(now, timestamp, size, newly_lost, queued_us);
         self.update_delivery_rate(now, timestamp, size);
@@ -567,8 +538,7 @@ impl RxEstimator {
         }
     }
 
-    /// Current loss estimate (probability), without a full buffer's overflows on a link that
-    /// otherwise loses little ([`OVERFLOW_KEPT_OUT_BELOW`]).
+    /// Current loss estimate (probability).
     pub fn loss(&self) -> f64 {
         self.loss
     }
@@ -906,56 +876,6 @@ mod tests {
         }
         assert!(lost > 50, "{lost}");
         assert_eq!(congested, lost, "every overflow is seen as congestion");
-    }
-
-    /// A sender 5 % faster than a 10 Mbit/s link into a 50 ms drop-tail buffer, each packet also
-    /// lost on the air with probability `random` (a fixed pseudo-random sequence); returns the
-    /// loss estimate's mean over the last 2000 packets and the share of losses the link had.
-    fn overfilled(random: f64) -> (f64, f64) {
-        let mut e = RxEstimator::new(10e6);
-        let tx = 800u64; // 1000 B at 10 Mbit/s
-        let (mut free, mut lcg) = (0u64, 12345u64);
-        let (mut sum, mut n, mut lost) = (0.0, 0u32, 0u64);
-        let total = 6000u64;
-        for i in 0..total {
-            let sent = i * 760;
-            lcg = lcg.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            let air = ((lcg >> 33) as f64 / f64::from(1u32 << 31)) < random;
-            if free.saturating_sub(sent) > 50_000 {
-                lost += 1;
-                continue;
-            }
-            free = free.max(sent) + tx;
-            if air {
-                lost += 1;
-                continue;
-            }
-            e.handle(Instant::from_micros(free + 30_000), seq::truncate(i), sent as u32, 1000);
-            if i >= total - 2000 {
-                sum += e.loss();
-                n += 1;
-            }
-        }
-        (sum / f64::from(n), lost as f64 / total as f64)
-    }
-
-    #[test]
-    fn overflows_stay_out_of_a_clean_links_loss_estimate() {
-        // The buffer drops about one packet in twenty, all at a full buffer: counted in, the
-        // estimate (gain 1/8) averaged about 5 %.
-        let (loss, lost) = overfilled(0.0);
-        assert!(lost > 0.03, "the link lost {lost}");
-        assert!(loss < 0.005, "estimate {loss}");
-    }
-
-    #[test]
-    fn random_losses_at_a_full_buffer_stay_in_a_lossy_links_estimate() {
-        // 5 % lost on the air, at whatever queue, on top of the overflows: most of the air's
-        // losses happen while the buffer is full, and kept out they would leave the estimate near
-        // the share lost away from it.
-        let (loss, lost) = overfilled(0.05);
-        assert!(lost > 0.06, "the link lost {lost}");
-        assert!(loss > 0.05, "estimate {loss}");
     }
 
     #[test]
