@@ -148,12 +148,13 @@ enum ProbePhase {
     /// Not probing; the next probe is due at `next`.
     Idle { next: Instant },
     /// Sending at `gain` times the estimate until `until`; `base` is the estimate it started from.
-    /// `beside`: a restore probe ([`TxLink::restoring`]), whose coded packets also go beside the
-    /// data while the modelled queue is busy ([`TxLink::on_send_spare`]).
-    Probing { until: Instant, gain: f64, base: f64, beside: bool },
+    /// `restore`: a restore probe ([`TxLink::restoring`]). `beside`: its coded packets also go
+    /// beside the data while the modelled queue is busy ([`TxLink::on_send_spare`]), as a restore
+    /// probe's and a growth probe's do ([`TxLink::probes_beside`]).
+    Probing { until: Instant, gain: f64, base: f64, restore: bool, beside: bool },
     /// The probe ended; the peer's estimate may still rise until `until` (its measurement window and
-    /// report interval, plus a round trip). `beside`: it was a restore probe.
-    Settling { until: Instant, base: f64, beside: bool },
+    /// report interval, plus a round trip). `restore`: it was a restore probe.
+    Settling { until: Instant, base: f64, restore: bool },
 }
 
 /// One datagram sent: its wire timestamp, when, and the queue the model predicted it would
@@ -235,6 +236,9 @@ pub struct TxLink {
     coding_cut: Option<(f64, Instant)>,
     /// When the next opportunistic coded packet may go, paced at the coding gain.
     coding_next: Instant,
+    /// When the peer last measured this link's queue well short of the model's
+    /// ([`Self::check_queue`]): the link drains faster than its estimate.
+    drains_faster_at: Option<Instant>,
 }
 
 impl TxLink {
@@ -281,6 +285,7 @@ impl TxLink {
             coding_stall_noted: false,
             coding_cut: None,
             coding_next: now,
+            drains_faster_at: None,
         }
     }
 
@@ -318,11 +323,12 @@ impl TxLink {
     pub fn handle_probe_timer(&mut self, now: Instant, wanted: bool) {
         let settle = PROBE_LEN + self.srtt.unwrap_or(Duration::from_millis(100)).min(Duration::from_millis(500));
         match self.probe {
-            ProbePhase::Probing { until, base, beside, .. } if now >= until => {
-                self.probe = ProbePhase::Settling { until: now + settle, base, beside };
+            ProbePhase::Probing { until, base, restore, .. } if now >= until => {
+                self.probe = ProbePhase::Settling { until: now + settle, base, restore };
             }
             ProbePhase::Settling { until, .. } if now >= until => {
                 // Nothing more was found: probe again only after a while, gently.
+                tracing::debug!(link = %self.id, estimate_kbps = self.capacity_bps() / 1e3, "probe found nothing");
                 self.growing = false;
                 self.restore_grew = false;
                 self.probe = ProbePhase::Idle { next: now + PROBE_PERIOD };
@@ -334,12 +340,13 @@ impl TxLink {
                 // estimate (bench-bond's uplink restored from 2 to 20 Mbit/s) was never probed.
                 let full = PROBE_MAX_QUEUE.as_micros() as f64;
                 if self.echoed_queue_us as f64 >= full {
+                    tracing::debug!(link = %self.id, queue_us = self.echoed_queue_us, "probe held by queue");
                     self.probe = ProbePhase::Idle { next: now + PROBE_RETRY };
                     return;
                 }
-                let beside = self.restoring();
-                let gain = self.probe_gain(beside);
-                if beside {
+                let restore = self.restoring();
+                let gain = self.probe_gain(restore);
+                if restore {
                     tracing::debug!(
                         link = %self.id,
                         estimate_kbps = self.capacity_bps() / 1e3,
@@ -348,7 +355,9 @@ impl TxLink {
                         "restore probe"
                     );
                 }
-                self.probe = ProbePhase::Probing { until: now + PROBE_LEN, gain, base: self.capacity_bps(), beside };
+                let beside = self.probes_beside(now, restore, gain, false);
+                self.probe =
+                    ProbePhase::Probing { until: now + PROBE_LEN, gain, base: self.capacity_bps(), restore, beside };
                 self.beside_next = now;
             }
             _ => {}
@@ -359,17 +368,19 @@ impl TxLink {
     /// success, and the next probe follows at once at [`GROWTH_GAIN`].
     fn on_capacity_report(&mut self, now: Instant, bps: f64) {
         match self.probe {
-            ProbePhase::Probing { until, base, beside, .. } if bps >= PROBE_SUCCESS * base => {
+            ProbePhase::Probing { until, base, restore, beside, .. } if bps >= PROBE_SUCCESS * base => {
                 self.growing = true;
-                self.restore_grew = beside;
+                self.restore_grew = restore;
                 // Keep probing from the new estimate, at the growth gain.
-                let beside = self.restoring();
-                let gain = self.probe_gain(beside);
-                self.probe = ProbePhase::Probing { until: until.max(now + PROBE_LEN), gain, base: bps, beside };
+                let restore = self.restoring();
+                let gain = self.probe_gain(restore);
+                let beside = self.probes_beside(now, restore, gain, beside);
+                self.probe =
+                    ProbePhase::Probing { until: until.max(now + PROBE_LEN), gain, base: bps, restore, beside };
             }
-            ProbePhase::Settling { base, beside, .. } if bps >= PROBE_SUCCESS * base => {
+            ProbePhase::Settling { base, restore, .. } if bps >= PROBE_SUCCESS * base => {
                 self.growing = true;
-                self.restore_grew = beside;
+                self.restore_grew = restore;
                 self.probe = ProbePhase::Idle { next: now };
             }
             _ => {}
@@ -418,8 +429,30 @@ impl TxLink {
         if grow { GROWTH_GAIN } else { CRUISE_GAIN }
     }
 
-    /// When a restore probe's next coded packet may go beside the data; `None` unless a restore
-    /// probe runs ([`Self::restoring`]).
+    /// Whether a probe's coded packets go beside the data ([`Self::on_send_spare`]): a restore
+    /// probe's, and a growth probe's ([`GROWTH_GAIN`]) on a link the peer measured draining
+    /// faster than its estimate within the last [`PROBE_PERIOD`] (its queue
+    /// [`QUEUE_CORRECTION_MIN`] short of the model's, [`Self::check_queue`]), or that follows one
+    /// that went beside the data (`was_beside`). Inside the modelled queue, a growth probe
+    /// only speeds the model's drain, and the earliest-arrival rule then gives the link more data
+    /// only if the passengers send more than the other links' estimates take. A passenger that
+    /// paces at what the tunnel delivers (BBR) does not: on bench-bond's 20 + 20 Mbit/s, an uplink
+    /// left at the 1 Mbit/s assumed for an unknown link while the other was measured first grew by
+    /// the passenger's own probes, 10 % a step (the peer's raise rule), and took 4.5 s to reach 20
+    /// (a download at 31.5 Mbit/s). Beside the data, the link carries twice its estimate whatever
+    /// the passengers send, and the peer's delivery rate doubles the estimate about every 100 ms.
+    /// A link that is full stops such a probe at the first queue beyond the model's
+    /// ([`Self::check_queue`]), a report (20 ms) and a round trip after it built; a link whose
+    /// estimate is right shows no queue short of the model's, and its growth probes stay inside
+    /// the model, where a doubling beside the data overfilled a full link's queue (Table II's
+    /// 10 Mbit/s paths: 2.3 s of queue, the ARQ re-sending everything).
+    fn probes_beside(&self, now: Instant, restore: bool, gain: f64, was_beside: bool) -> bool {
+        let faster = self.drains_faster_at.is_some_and(|t| now.saturating_duration_since(t) <= PROBE_PERIOD);
+        restore || (gain >= GROWTH_GAIN && (was_beside || faster))
+    }
+
+    /// When a beside probe's next coded packet may go beside the data; `None` unless a restore
+    /// or growth probe runs ([`Self::probes_beside`]).
     pub fn beside_probe_at(&self) -> Option<Instant> {
         matches!(self.probe, ProbePhase::Probing { beside: true, .. }).then_some(self.beside_next)
     }
@@ -661,12 +694,13 @@ impl TxLink {
         self.echoed_queue_us = measured_us;
         self.peak_queue_us = self.peak_queue_us.max(measured_us);
         self.echoed_at = Some(now);
-        // A restore probe stops at the first queue its packets beside the model built: the link
+        // A probe beside the data stops at the first queue its packets beside the model built: the link
         // has no more room, and the data behind them waits (BBR ends its up phase when the
         // queue grows, draft-cardwell-iccrg-bbr-congestion-control 4.3.3.3).
         if let ProbePhase::Probing { beside: true, .. } = self.probe
             && measured_us as f64 - sent.queue_us > PROBE_MAX_QUEUE.as_micros() as f64
         {
+            tracing::debug!(link = %self.id, "probe beside the data ended by queue");
             self.growing = false;
             self.restore_grew = false;
             self.probe = ProbePhase::Idle { next: now + PROBE_PERIOD };
@@ -686,6 +720,7 @@ impl TxLink {
         self.queue_at = now;
         self.corrected_at = self.last_send.or(Some(now));
         if error < 0.0 {
+            self.drains_faster_at = Some(now);
             return true;
         }
         // Caught a cellular round trip or more behind, outside a probe (whose overshoot is
@@ -696,6 +731,7 @@ impl TxLink {
         // A queue beyond the model's while probing: the link has no more to give. Stop at once,
         // before the modem's buffer overflows (BBR leaves startup when the pipe is full).
         if let ProbePhase::Probing { .. } | ProbePhase::Settling { .. } = self.probe {
+            tracing::debug!(link = %self.id, error_ms = error / 1e3, "probe ended by queue");
             self.growing = false;
             self.restore_grew = false;
             self.probe = ProbePhase::Idle { next: now + PROBE_PERIOD };

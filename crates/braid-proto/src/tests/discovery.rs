@@ -232,3 +232,46 @@ fn auto_keeps_a_steadily_lossy_link_that_its_coding_makes_up_for() {
     assert!(degraded_under(RecoveryKind::Oec), "35 % loss degrades a link under oec");
     assert!(!degraded_under(RecoveryKind::Auto), "auto drained a link its coding makes up for");
 }
+
+#[test]
+fn an_uplink_left_at_the_unknown_estimate_grows_within_a_second_under_a_paced_passenger() {
+    // bench-bond's 20 + 20 Mbit/s with BBR passengers: one uplink was measured at once, the other
+    // stayed at the 1 Mbit/s assumed for an unknown link, and a passenger that paces at what the
+    // tunnel delivers gave it no more data than that estimate. Its growth probes only sped the
+    // queue model's drain, and it grew by 10 % steps over 4.5 s. Here link 0's rate is configured,
+    // link 1's is not, and the passenger sends at what was delivered over the last 100 ms.
+    let mut p = Pair::with_bootstraps(
+        &[(5, 20_000.0), (5, 20_000.0)],
+        |role| {
+            let mut c = SessionConfig::new(role);
+            c.seed = 3;
+            c
+        },
+        &[true, false],
+    );
+    p.advance(Duration::from_secs(2));
+    let (mut i, mut history, mut reached) = (0u64, Vec::new(), None);
+    for step in 0..200u32 {
+        let delivered = p.delivered_down.len();
+        let mbps = match history.len().checked_sub(10) {
+            Some(back) => (delivered - history[back]) as f64 * 1400.0 * 8.0 / 0.1 / 1e6,
+            None => 0.0,
+        };
+        history.push(delivered);
+        // At least the known link's 20 Mbit/s, and a little more, as a passenger's probing does.
+        let gap = Duration::from_secs_f64(1400.0 * 8.0 / (mbps.max(21.0) * 1e6));
+        let end = p.now + Duration::from_millis(10);
+        while p.now < end {
+            p.send_down(&packet(i, 1400));
+            i += 1;
+            p.advance(gap);
+        }
+        let estimate = p.server.link_status(p.now)[1].tx_capacity_bps / 1e6;
+        if reached.is_none() && estimate >= 16.0 {
+            reached = Some(step + 1);
+        }
+        assert!(estimate <= 22.0, "link 1's estimate {estimate:.1} Mbit/s of 20 at {} ms", (step + 1) * 10);
+    }
+    let reached = reached.map(|s| s * 10);
+    assert!(reached.is_some_and(|ms| ms <= 1000), "link 1 reached 16 of 20 Mbit/s after {reached:?} ms");
+}

@@ -84,14 +84,21 @@ impl Pair {
     /// As [`Pair::new`]; with `bootstrap` false the sessions are not told the links' rates (a
     /// daemon whose `[[uplink]]`s give no `up_kbps` / `down_kbps`).
     pub fn with_bootstrap(links: &[(u64, f64)], cfg: impl Fn(Role) -> SessionConfig, bootstrap: bool) -> Self {
-        let hint = if bootstrap { 1000.0 } else { 0.0 };
+        Self::with_bootstraps(links, cfg, &vec![bootstrap; links.len()])
+    }
+
+    /// As [`Pair::with_bootstrap`], told each link's rates or not, link by link.
+    pub fn with_bootstraps(links: &[(u64, f64)], cfg: impl Fn(Role) -> SessionConfig, bootstrap: &[bool]) -> Self {
         let server_addr = addr("192.0.2.1:7700");
         let client_addrs: Vec<SocketAddr> =
             (0..links.len()).map(|i| addr(&format!("198.51.100.{}:5000", i + 1))).collect();
         let lc: Vec<LinkConfig> = links
             .iter()
             .enumerate()
-            .map(|(i, &(_, kbps))| LinkConfig::new(LinkId(i as u8), Some(server_addr), kbps * hint, kbps * hint))
+            .map(|(i, &(_, kbps))| {
+                let hint = if bootstrap[i] { 1000.0 } else { 0.0 };
+                LinkConfig::new(LinkId(i as u8), Some(server_addr), kbps * hint, kbps * hint)
+            })
             .collect();
         let server_offset = Duration::from_secs(3600);
         let keys = pair_keys(0);
