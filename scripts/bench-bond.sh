@@ -22,7 +22,13 @@
 #                    paces at what the tunnel delivers, CUBIC fills the uplinks' queues: braid
 #                    must find the capacity with both
 #   KEEP=/some/dir ...               keep every run's iperf3 JSON and both ends' final status there
-#   POLL=0.2 ...                     with KEEP: also both ends' status every 0.2 s during the run
+#   POLL=0.2 ...                     both ends' status every 0.2 s during the run (kept with KEEP),
+#                    and a column "found s": how long after iperf3 began every uplink's estimate
+#                    in the sending direction first stood at 80 % of its rate or more
+#   KNOWN="1" ...                    the uplinks (1-based) whose rate the client's [[uplink]] gives
+#                    (up_kbps / down_kbps = the tbf rate); the others are found by braid, as with
+#                    no rates at all (the default). One uplink known and one not is an operator's
+#                    half-filled config, where the known one carries the first burst alone
 #   LOG=braid_proto=debug ...        the daemons' log filter (warn); with KEEP each run's logs are kept
 # Needs root and iperf3 (apt-get install iperf3).
 set -euo pipefail
@@ -118,6 +124,7 @@ braid_up() {
     for _ in "${RATES[@]}"; do
       i=$((i + 1))
       printf '[[uplink]]\nname = "u%d"\ninterface = "va%d"\n' "$i" "$i"
+      case " ${KNOWN:-} " in *" $i "*) printf 'up_kbps = %d\ndown_kbps = %d\n' "$((RATES[i - 1] * 1000))" "$((RATES[i - 1] * 1000))" ;; esac
     done
     [ -z "$CUR_SESSION" ] || printf '[session]\n%s\n' "$CUR_SESSION"
   } > "$TMP/c.toml"
@@ -174,7 +181,8 @@ iperf() { # iperf DIR FLOWS SECONDS FILE
   [ "$dir" = down ] && rev=-R
   ip netns exec "$B" iperf3 -s -1 -B 10.77.0.1 -J -i 0.1 > "$TMP/srv.json" 2>/dev/null &
   local srv=$! poll=""
-  if [ -n "${KEEP:-}" ] && [ -n "${POLL:-}" ]; then
+  rm -f "$TMP/poll"
+  if [ -n "${POLL:-}" ]; then
     # Both ends' status every POLL seconds, one JSON per line, with the time since iperf3 began.
     ( t0=$(date +%s.%N); : > "$TMP/poll"
       while :; do
@@ -246,6 +254,31 @@ estimates() {
   done
 }
 
+# With POLL: seconds after iperf3 began until every uplink's estimate in the sending direction (the
+# server's for a download, the client's for an upload) first stood at 0.8 of its tbf rate or more;
+# nan if never, - without POLL.
+found() { # found DIR
+  [ -s "$TMP/poll" ] || { echo -; return; }
+  python3 - "$TMP/poll" "$1" "${RATES[@]}" <<'PY'
+import json, sys
+side = "s" if sys.argv[2] == "down" else "c"
+rates = [float(r) * 1e3 for r in sys.argv[3:]]
+for line in open(sys.argv[1]):
+    p = line.split(" ", 2)
+    if len(p) < 3 or p[0] != side:
+        continue
+    try:
+        ups = json.loads(p[2])["sessions"][0]["uplinks"]
+    except Exception:
+        continue
+    est = {u.get("name"): u.get("tx_capacity_kbps", 0) for u in ups}
+    if all(est.get(f"u{i + 1}", 0) >= 0.8 * r for i, r in enumerate(rates)):
+        print(f"{max(0.0, float(p[1])):.2f}")
+        sys.exit()
+print("nan")
+PY
+}
+
 ROWS=()
 if [ "$ONLY_DROP" != 1 ]; then
   for case in $CASES; do
@@ -258,15 +291,16 @@ if [ "$ONLY_DROP" != 1 ]; then
       for run in $(seq 1 "$RUNS"); do
        for v in "${VARIANTS[@]}"; do
         variant "$v"
-        braid_up || { ROWS+=("$v $case $t $run $sum $best 0 0 nan nan nan -"); braid_down; continue; }
+        braid_up || { ROWS+=("$v $case $t $run $sum $best 0 0 nan nan nan nan -"); braid_down; continue; }
         cpu0=$(cpu_ticks)
         iperf "$dir" "$flows" "$DUR" "$TMP/run.json"
         cpu=$(cpu_share "$cpu0" "$(cpu_ticks)" "$DUR")
         est=$(estimates)
+        fnd=$(found "$dir")
         braid_down
         res=$(analyse "$TMP/run.json" "$TMP/cli.json")
-        ROWS+=("$v $case $t $run $sum $best $res $cpu $(echo "$est" | tr ' ' ',')")
-        echo "bench-bond: $v $case $t run $run: $res $cpu Mbit/s (all, after 1 s) stall-s retransmits cpu; $est" >&2
+        ROWS+=("$v $case $t $run $sum $best $res $cpu $fnd $(echo "$est" | tr ' ' ',')")
+        echo "bench-bond: $v $case $t run $run: $res $cpu $fnd Mbit/s (all, after 1 s) stall-s retransmits cpu found-s; $est" >&2
        done
       done
     done
@@ -347,16 +381,18 @@ for var in ["default", "alt"]:
     print(f"braid bonding, {labels[var]}, tbf queue {buf} ms; Mbit/s over the run (and after its first second)")
     if vrows:
         print(f"{'uplinks':<10} {'test':<6} {'runs':>4} {'worst':>7} {'median':>7} {'best':>7} {'worst/sum':>9} {'worst/best-link':>15}"
-              f" {'after 1 s worst':>15} {'max stall s':>11} {'max retr':>8} {'max cpu c/s':>11}")
+              f" {'after 1 s worst':>15} {'max stall s':>11} {'max retr':>8} {'max cpu c/s':>11} {'found s worst':>13}")
         groups = {}
-        for c, t, run, s, b, m, late, stall, retr, cpu, *_ in vrows:
-            groups.setdefault((c, t, float(s), float(b)), []).append((float(m), float(late), float(stall), float(retr), cpu))
+        for c, t, run, s, b, m, late, stall, retr, cpu, found, *_ in vrows:
+            groups.setdefault((c, t, float(s), float(b)), []).append((float(m), float(late), float(stall), float(retr), cpu, found))
         for (c, t, s, b), v in groups.items():
             ms = sorted(x[0] for x in v)
             cpus = [x[4].split("/") for x in v if "/" in x[4]]
             cpu = "/".join(f"{max(float(p[k]) for p in cpus):.2f}" for k in range(2)) if cpus else "-"
+            founds = [float(x[5]) for x in v if x[5] != "-"]
+            found = ("nan" if any(f != f for f in founds) else f"{max(founds):.2f}") if founds else "-"
             print(f"{c:<10} {t:<6} {len(v):>4} {ms[0]:>7.2f} {ms[len(ms)//2]:>7.2f} {ms[-1]:>7.2f} {ms[0]/s:>9.2f} {ms[0]/b:>15.2f}"
-                  f" {min(x[1] for x in v):>15.2f} {max(x[2] for x in v):>11.1f} {max(x[3] for x in v):>8.0f} {cpu:>11}")
+                  f" {min(x[1] for x in v):>15.2f} {max(x[2] for x in v):>11.1f} {max(x[3] for x in v):>8.0f} {cpu:>11} {found:>13}")
     if vdrops:
         print("drop: 20+20, uplink u1 at 2 Mbit/s for 10 s; Mbit/s before (sum 40), during from +2 s (sum 22), after from +2 s (sum 40);")
         print("      follow = s until a 0.5 s window reaches 90 % of the new sum (nan: never); stall = longest 0 B run of 0.1 s intervals")
