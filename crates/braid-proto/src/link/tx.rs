@@ -153,8 +153,9 @@ enum ProbePhase {
     /// probe's and a growth probe's do ([`TxLink::probes_beside`]).
     Probing { until: Instant, gain: f64, base: f64, restore: bool, beside: bool },
     /// The probe ended; the peer's estimate may still rise until `until` (its measurement window and
-    /// report interval, plus a round trip). `restore`: it was a restore probe.
-    Settling { until: Instant, base: f64, restore: bool },
+    /// report interval, plus a round trip). `restore`: it was a restore probe; `beside`: its coded
+    /// packets went beside the data.
+    Settling { until: Instant, base: f64, restore: bool, beside: bool },
 }
 
 /// One datagram sent: its wire timestamp, when, and the queue the model predicted it would
@@ -215,6 +216,8 @@ pub struct TxLink {
     probe: ProbePhase,
     /// The last probe raised the estimate: the next one follows at once, at [`GROWTH_GAIN`].
     growing: bool,
+    /// [`Self::startup`].
+    startup: bool,
     /// The last probe that raised the estimate was a restore probe ([`Self::restoring`]).
     restore_grew: bool,
     /// The estimate the peer reported last, bit/s: the highest estimate counts only what two
@@ -275,6 +278,7 @@ impl TxLink {
             // A link whose capacity nobody configured starts as BBR does, doubling; one with a
             // configured figure is only checked now and then.
             growing: bootstrap_bps <= 0.0,
+            startup: bootstrap_bps <= 0.0,
             restore_grew: false,
             last_reported: 0.0,
             peak: (f64::NEG_INFINITY, f64::NEG_INFINITY, None),
@@ -323,12 +327,14 @@ impl TxLink {
     pub fn handle_probe_timer(&mut self, now: Instant, wanted: bool) {
         let settle = PROBE_LEN + self.srtt.unwrap_or(Duration::from_millis(100)).min(Duration::from_millis(500));
         match self.probe {
-            ProbePhase::Probing { until, base, restore, .. } if now >= until => {
-                self.probe = ProbePhase::Settling { until: now + settle, base, restore };
+            ProbePhase::Probing { until, base, restore, beside, .. } if now >= until => {
+                self.probe = ProbePhase::Settling { until: now + settle, base, restore, beside };
             }
-            ProbePhase::Settling { until, .. } if now >= until => {
-                // Nothing more was found: probe again only after a while, gently.
+            ProbePhase::Settling { until, beside, .. } if now >= until => {
+                // Nothing more was found: probe again only after a while, gently. A probe beside
+                // the data that found nothing has found the link's capacity ([`Self::startup`]).
                 tracing::debug!(link = %self.id, estimate_kbps = self.capacity_bps() / 1e3, "probe found nothing");
+                self.startup &= !beside;
                 self.growing = false;
                 self.restore_grew = false;
                 self.probe = ProbePhase::Idle { next: now + PROBE_PERIOD };
@@ -356,6 +362,9 @@ impl TxLink {
                     );
                 }
                 let beside = self.probes_beside(now, restore, gain, false);
+                if beside && !restore {
+                    tracing::debug!(link = %self.id, estimate_kbps = self.capacity_bps() / 1e3, "startup probe beside the data");
+                }
                 self.probe =
                     ProbePhase::Probing { until: now + PROBE_LEN, gain, base: self.capacity_bps(), restore, beside };
                 self.beside_next = now;
@@ -430,7 +439,8 @@ impl TxLink {
     }
 
     /// Whether a probe's coded packets go beside the data ([`Self::on_send_spare`]): a restore
-    /// probe's, and a growth probe's ([`GROWTH_GAIN`]) on a link the peer measured draining
+    /// probe's, and a growth probe's ([`GROWTH_GAIN`]) during the link's [`Self::startup`] on a
+    /// link the peer measured draining
     /// faster than its estimate within the last [`PROBE_PERIOD`] (its queue
     /// [`QUEUE_CORRECTION_MIN`] short of the model's, [`Self::check_queue`]), or that follows one
     /// that went beside the data (`was_beside`). Inside the modelled queue, a growth probe
@@ -446,9 +456,23 @@ impl TxLink {
     /// estimate is right shows no queue short of the model's, and its growth probes stay inside
     /// the model, where a doubling beside the data overfilled a full link's queue (Table II's
     /// 10 Mbit/s paths: 2.3 s of queue, the ARQ re-sending everything).
+    ///
+    /// Only in startup: later, a link the peer measures draining faster than the model is as
+    /// often one the model overfilled (a failover's burst onto the remaining uplink), and doubling
+    /// beside its data there overflowed its buffer (blackout.toml, seeds 1-40: the longest stall's
+    /// median 224 -> 284 ms, p90 282 -> 405 ms).
     fn probes_beside(&self, now: Instant, restore: bool, gain: f64, was_beside: bool) -> bool {
         let faster = self.drains_faster_at.is_some_and(|t| now.saturating_duration_since(t) <= PROBE_PERIOD);
-        restore || (gain >= GROWTH_GAIN && (was_beside || faster))
+        restore || (self.startup && gain >= GROWTH_GAIN && (was_beside || faster))
+    }
+
+    /// Whether the link is in its startup (BBR's Startup, draft-cardwell-iccrg-bbr-congestion-control
+    /// 4.3.1): no capacity was configured for it, and its pipe has not yet been found full: the
+    /// peer has measured no queue of [`PROBE_MAX_QUEUE`] on it, no probe was ended by a queue
+    /// beyond the model's, and none beside the data found nothing more. Until then its estimate
+    /// is only what the traffic it happened to carry showed.
+    pub fn startup(&self) -> bool {
+        self.startup
     }
 
     /// When a beside probe's next coded packet may go beside the data; `None` unless a restore
@@ -693,6 +717,13 @@ impl TxLink {
         let Some(sent) = self.sends.iter().rev().find(|s| s.wire_ts == echo_ts).copied() else { return false };
         self.echoed_queue_us = measured_us;
         self.peak_queue_us = self.peak_queue_us.max(measured_us);
+        // A queue on the link: its pipe has been full, and the peer measures its capacity from
+        // how fast the queue drains (PluriBus 5.2's dispersion), so startup is over. A passenger's
+        // slow start fills every uplink at once; startup probes beside the data are for the
+        // uplink it left empty.
+        if measured_us as f64 >= PROBE_MAX_QUEUE.as_micros() as f64 {
+            self.startup = false;
+        }
         self.echoed_at = Some(now);
         // A probe beside the data stops at the first queue its packets beside the model built: the link
         // has no more room, and the data behind them waits (BBR ends its up phase when the
@@ -701,6 +732,7 @@ impl TxLink {
             && measured_us as f64 - sent.queue_us > PROBE_MAX_QUEUE.as_micros() as f64
         {
             tracing::debug!(link = %self.id, "probe beside the data ended by queue");
+            self.startup = false;
             self.growing = false;
             self.restore_grew = false;
             self.probe = ProbePhase::Idle { next: now + PROBE_PERIOD };
@@ -732,6 +764,7 @@ impl TxLink {
         // before the modem's buffer overflows (BBR leaves startup when the pipe is full).
         if let ProbePhase::Probing { .. } | ProbePhase::Settling { .. } = self.probe {
             tracing::debug!(link = %self.id, error_ms = error / 1e3, "probe ended by queue");
+            self.startup = false;
             self.growing = false;
             self.restore_grew = false;
             self.probe = ProbePhase::Idle { next: now + PROBE_PERIOD };
