@@ -554,7 +554,13 @@ impl TxLink {
     /// What goes beyond may find the buffer full: a repair sent there is lost again, and the
     /// receiver waits another report's round trip for it.
     pub fn brim_room_at(&self, now: Instant, size: usize, floor: Duration) -> Option<Instant> {
-        let brim = self.peak_queue().mul_f64(BRIM_SHARE).max(floor).as_micros() as f64;
+        self.room_at(now, size, self.peak_queue().mul_f64(BRIM_SHARE).max(floor))
+    }
+
+    /// When a packet of `size` bytes sent on this link would take the modelled queue no further
+    /// than `brim`; `None` when it fits now.
+    pub fn room_at(&self, now: Instant, size: usize, brim: Duration) -> Option<Instant> {
+        let brim = brim.as_micros() as f64;
         let over = self.queue_left_us(now) + tx_time_us(size, self.capacity_bps()) - brim;
         (over > 0.0).then(|| now + Duration::from_micros(over.ceil() as u64))
     }
