@@ -75,6 +75,8 @@ struct InFlight {
     bytes: Vec<u8>,
     sent: Instant,
     predicted_owd_us: Option<u32>,
+    /// Global sequence number of a data packet or resend (tracing only).
+    seq: Option<u64>,
 }
 
 #[derive(Clone, Copy)]
@@ -478,6 +480,7 @@ impl<'a> World<'a> {
                         steps[step] += (packet.bytes.len() + IP_UDP_OVERHEAD) as u64;
                     }
                     let (now, link) = (self.now, Some(LinkId(i as u8)));
+                    tracing::trace!(target: "braid_sim::arrive", now = %self.now, link = i, seq = ?packet.seq, "arrive");
                     let _ = self.client.handle_datagram(now, now, link, self.server_addr, &packet.bytes);
                 }
             }
@@ -614,7 +617,11 @@ impl<'a> World<'a> {
             TransmitKind::Data { predicted_owd_us, .. } => predicted_owd_us,
             _ => None,
         };
-        let p = InFlight { bytes: self.buf[..len].to_vec(), sent: self.now, predicted_owd_us };
+        let seq = match kind {
+            TransmitKind::Data { seq, .. } | TransmitKind::Resend { seq } => Some(seq),
+            _ => None,
+        };
+        let p = InFlight { bytes: self.buf[..len].to_vec(), sent: self.now, predicted_owd_us, seq };
         let size = len + IP_UDP_OVERHEAD;
         self.datagrams += 1;
         self.bytes_on_air += size as u64;
@@ -629,7 +636,7 @@ impl<'a> World<'a> {
                 TransmitKind::Feedback => "fb",
                 TransmitKind::Probe => "probe",
             };
-            tracing::trace!(target: "braid_sim::launch", now = %self.now, link = link.0, k, size, dropped, real_q, mq_us, "launch");
+            tracing::trace!(target: "braid_sim::launch", now = %self.now, link = link.0, k, ?seq, size, dropped, real_q, mq_us, "launch");
         }
     }
 
@@ -763,6 +770,8 @@ impl World<'_> {
             return; // a bare acknowledgement
         }
         let port = u16::from_be_bytes(if down { [tcp[0], tcp[1]] } else { [tcp[2], tcp[3]] });
+        let tseq = u32::from_be_bytes([tcp[4], tcp[5], tcp[6], tcp[7]]);
+        tracing::trace!(target: "braid_sim::pass", now = %self.now, port, tseq, len = tcp.len() - data_off, "passenger data");
         if let Some(prev) = self.last_data_at.insert(port, self.now) {
             self.longest_stall = self.longest_stall.max(self.now - prev);
         }

@@ -13,7 +13,8 @@ pub use lifecycle::{Lifecycle, LifecycleConfig, Phase};
 pub use meter::{BACKUP_KEEPALIVE, CODING_CREDIT_CAP, CodingMeter, Metering, MeteringError};
 pub use rx::{CONGESTION_QUEUE_MIN, RxEstimator, RxSample};
 pub use tx::{
-    LinkState, OVERDUE_DOWN, OVERDUE_MARGIN, PROBES_BEFORE_DOWN, PROBES_TO_ACTIVATE, SILENCE_CONFIRM, TxLink,
+    BRIM_SHARE, LinkState, OVERDUE_DOWN, OVERDUE_MARGIN, PROBES_BEFORE_DOWN, PROBES_TO_ACTIVATE, SILENCE_CONFIRM,
+    TxLink,
 };
 
 use crate::time::Instant;

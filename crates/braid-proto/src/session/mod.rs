@@ -363,6 +363,9 @@ pub struct Session {
     /// The sequence number the next capacity-probe copy repeats (see `send.rs`).
     probe_cursor: u64,
     resends: VecDeque<(u64, Option<LinkId>)>,
+    /// Until when the first of `resends` waits for room in its link's buffer
+    /// ([`Session::resend_brim_wait`]); `None` while nothing waits for that.
+    resend_wait_until: Option<Instant>,
     recovery: Box<dyn RecoverySender>,
     encoders: Vec<(CodeKind, Box<dyn Encoder>)>,
     scheduler: Box<dyn Scheduler>,
@@ -437,6 +440,7 @@ impl Session {
             loaded_since: None,
             probe_cursor: 0,
             resends: VecDeque::new(),
+            resend_wait_until: None,
             peer_cum_ack: 0,
             nack: NackTracker::default(),
             pending_nacks: Vec::new(),
@@ -718,6 +722,7 @@ impl Session {
             // Resends (and the new data behind them) wait for room in a link's queue.
             let room = self.usable_slots().any(|s| s.tx.echoed_queue() <= send::RESEND_QUEUE_CAP / 2);
             let at = if room { Instant::ZERO } else { self.resend_room_at().unwrap_or(Instant::ZERO) };
+            let at = at.max(self.resend_wait_until.unwrap_or(Instant::ZERO));
             out.push((Timer::Pending, at));
         } else if can_send && !self.pending_data.is_empty() {
             out.push((Timer::Pending, self.data_wait_until.unwrap_or(Instant::ZERO)));

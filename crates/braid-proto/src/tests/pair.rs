@@ -31,6 +31,9 @@ pub struct PairLink {
     pub rate_bps: f64,
     busy_until: [Instant; 2],
     pub up: bool,
+    /// A drop-tail buffer, in time at `rate_bps`: a datagram that would wait longer than this
+    /// to be sent is dropped, as a modem's full buffer drops it (`None`: unbounded).
+    pub queue_limit: Option<Duration>,
 }
 
 /// A datagram in flight: arrival time, launch order, direction, link, bytes.
@@ -60,6 +63,9 @@ pub struct Pair {
     pub delivered_up: Vec<Bytes>,
     pub delivered_down: Vec<Bytes>,
     pub dropped: u64,
+    /// What a link's full buffer dropped ([`PairLink::queue_limit`]): direction and the datagram
+    /// as opened.
+    pub overflowed: Vec<(Dir, Vec<u8>)>,
     /// Server clock = virtual time + this (the sessions' clocks need not agree).
     pub server_offset: Duration,
     /// The client's process is stopped ([`Pair::stall_client`]): it neither sends nor runs its
@@ -118,6 +124,7 @@ impl Pair {
                     rate_bps: kbps * 1000.0,
                     busy_until: [Instant::ZERO; 2],
                     up: true,
+                    queue_limit: None,
                 })
                 .collect(),
             in_flight: BinaryHeap::new(),
@@ -129,6 +136,7 @@ impl Pair {
             delivered_up: Vec::new(),
             delivered_down: Vec::new(),
             dropped: 0,
+            overflowed: Vec::new(),
             server_offset,
             client_stopped: false,
             client_unread: Vec::new(),
@@ -197,6 +205,11 @@ impl Pair {
         }
         let d = dir as usize;
         let start = l.busy_until[d].max(self.now);
+        if l.queue_limit.is_some_and(|q| start - self.now > q) {
+            self.dropped += 1;
+            self.overflowed.push((dir, plain));
+            return;
+        }
         let tx = Duration::from_micros(((bytes.len() + 28) as f64 * 8.0 * 1e6 / l.rate_bps) as u64);
         l.busy_until[d] = start + tx;
         let arrive = start + tx + l.delay + (self.jitter)(dir, link, n);
