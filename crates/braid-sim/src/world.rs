@@ -770,8 +770,14 @@ impl World<'_> {
             return; // a bare acknowledgement
         }
         let port = u16::from_be_bytes(if down { [tcp[0], tcp[1]] } else { [tcp[2], tcp[3]] });
-        let tseq = u32::from_be_bytes([tcp[4], tcp[5], tcp[6], tcp[7]]);
-        tracing::trace!(target: "braid_sim::pass", now = %self.now, port, tseq, len = tcp.len() - data_off, "passenger data");
+        tracing::trace!(
+            target: "braid_sim::pass",
+            now = %self.now,
+            port,
+            tseq = u32::from_be_bytes([tcp[4], tcp[5], tcp[6], tcp[7]]),
+            len = tcp.len() - data_off,
+            "passenger data"
+        );
         if let Some(prev) = self.last_data_at.insert(port, self.now) {
             self.longest_stall = self.longest_stall.max(self.now - prev);
         }

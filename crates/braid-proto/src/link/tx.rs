@@ -222,7 +222,11 @@ pub struct TxLink {
     probe: ProbePhase,
     /// The last probe raised the estimate: the next one follows at once, at [`GROWTH_GAIN`].
     growing: bool,
-    /// [`Self::startup`].
+    /// The link is in its startup (BBR's Startup, draft-cardwell-iccrg-bbr-congestion-control
+    /// 4.3.1): no capacity was configured for it, and its pipe has not yet been found full: the
+    /// peer has measured no queue of [`PROBE_MAX_QUEUE`] on it, no probe was ended by a queue
+    /// beyond the model's, and none beside the data found nothing more. Until then its estimate
+    /// is only what the traffic it happened to carry showed.
     startup: bool,
     /// The last probe that raised the estimate was a restore probe ([`Self::restoring`]).
     restore_grew: bool,
@@ -338,7 +342,7 @@ impl TxLink {
             }
             ProbePhase::Settling { until, beside, .. } if now >= until => {
                 // Nothing more was found: probe again only after a while, gently. A probe beside
-                // the data that found nothing has found the link's capacity ([`Self::startup`]).
+                // the data that found nothing has found the link's capacity (`startup`).
                 tracing::debug!(link = %self.id, estimate_kbps = self.capacity_bps() / 1e3, "probe found nothing");
                 self.startup &= !beside;
                 self.growing = false;
@@ -445,7 +449,7 @@ impl TxLink {
     }
 
     /// Whether a probe's coded packets go beside the data ([`Self::on_send_spare`]): a restore
-    /// probe's, and a growth probe's ([`GROWTH_GAIN`]) during the link's [`Self::startup`] on a
+    /// probe's, and a growth probe's ([`GROWTH_GAIN`]) during the link's startup (`startup`) on a
     /// link the peer measured draining
     /// faster than its estimate within the last [`PROBE_PERIOD`] (its queue
     /// [`QUEUE_CORRECTION_MIN`] short of the model's, [`Self::check_queue`]), or that follows one
@@ -470,15 +474,6 @@ impl TxLink {
     fn probes_beside(&self, now: Instant, restore: bool, gain: f64, was_beside: bool) -> bool {
         let faster = self.drains_faster_at.is_some_and(|t| now.saturating_duration_since(t) <= PROBE_PERIOD);
         restore || (self.startup && gain >= GROWTH_GAIN && (was_beside || faster))
-    }
-
-    /// Whether the link is in its startup (BBR's Startup, draft-cardwell-iccrg-bbr-congestion-control
-    /// 4.3.1): no capacity was configured for it, and its pipe has not yet been found full: the
-    /// peer has measured no queue of [`PROBE_MAX_QUEUE`] on it, no probe was ended by a queue
-    /// beyond the model's, and none beside the data found nothing more. Until then its estimate
-    /// is only what the traffic it happened to carry showed.
-    pub fn startup(&self) -> bool {
-        self.startup
     }
 
     /// When a beside probe's next coded packet may go beside the data; `None` unless a restore
@@ -755,10 +750,7 @@ impl TxLink {
             && measured_us as f64 - sent.queue_us > PROBE_MAX_QUEUE.as_micros() as f64
         {
             tracing::debug!(link = %self.id, "probe beside the data ended by queue");
-            self.startup = false;
-            self.growing = false;
-            self.restore_grew = false;
-            self.probe = ProbePhase::Idle { next: now + PROBE_PERIOD };
+            self.end_probe_at_full_pipe(now);
         }
         if self.corrected_at.is_some_and(|c| sent.at <= c) {
             return false;
@@ -787,12 +779,18 @@ impl TxLink {
         // before the modem's buffer overflows (BBR leaves startup when the pipe is full).
         if let ProbePhase::Probing { .. } | ProbePhase::Settling { .. } = self.probe {
             tracing::debug!(link = %self.id, error_ms = error / 1e3, "probe ended by queue");
-            self.startup = false;
-            self.growing = false;
-            self.restore_grew = false;
-            self.probe = ProbePhase::Idle { next: now + PROBE_PERIOD };
+            self.end_probe_at_full_pipe(now);
         }
         true
+    }
+
+    /// A probe met a queue beyond the model's: the pipe is full, so startup and growth are over,
+    /// and the next probe waits [`PROBE_PERIOD`].
+    fn end_probe_at_full_pipe(&mut self, now: Instant) {
+        self.startup = false;
+        self.growing = false;
+        self.restore_grew = false;
+        self.probe = ProbePhase::Idle { next: now + PROBE_PERIOD };
     }
 
     /// Applies the peer's report of this link at `now`: capacity (kbit/s, 0 = none), loss, d + δ.

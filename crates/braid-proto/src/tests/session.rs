@@ -707,16 +707,21 @@ fn an_idle_session_falls_quiet_but_keeps_its_links_alive() {
     assert!(p.delivered_down.iter().any(|d| d == &packet(1000, 1000)), "nothing delivered after the quiet");
 }
 
-#[test]
-fn a_resend_waits_for_room_in_a_full_buffer_rather_than_overflow_it_again() {
-    // One link, 20 ms one way at 10 Mbit/s, with a 100 ms drop-tail buffer (125 kB), as the
-    // blackout scenario's LTE once WiFi is gone. A burst that fills the buffer to 90 ms shows the
-    // sender how deep it is; then the passengers offer 30 % more than the link carries for a
-    // second, so the buffer stays full and overflows. Each hole is reported and re-sent; a resend
-    // sent into the full buffer is lost again, and the receiver waits another round trip for it.
+/// One link, 20 ms one way at 10 Mbit/s, with a 100 ms drop-tail buffer (125 kB), ARQ and
+/// min-delay, half a second after start: the blackout scenario's LTE once WiFi is gone.
+fn lte_with_a_drop_tail_buffer() -> Pair {
     let mut p = Pair::new(&[(20, 10_000.0)], cfg(RecoveryKind::Arq, SchedulerKind::MinDelay));
     p.links[0].queue_limit = Some(Duration::from_millis(100));
     p.advance(Duration::from_millis(500));
+    p
+}
+
+#[test]
+fn a_resend_waits_for_room_in_a_full_buffer_rather_than_overflow_it_again() {
+    // A burst that fills the buffer to 90 ms shows the sender how deep it is; then the passengers offer 30 % more than the link carries for a
+    // second, so the buffer stays full and overflows. Each hole is reported and re-sent; a resend
+    // sent into the full buffer is lost again, and the receiver waits another round trip for it.
+    let mut p = lte_with_a_drop_tail_buffer();
     let mut i = 0;
     for _ in 0..75 {
         p.send_down(&packet(i, 1400));
@@ -751,13 +756,11 @@ fn a_resend_waits_for_room_in_a_full_buffer_rather_than_overflow_it_again() {
 
 #[test]
 fn a_burst_into_a_full_buffer_waits_in_braid_rather_than_overflow_it() {
-    // The link of the test above. A first burst of 80 packets fills the buffer to about 93 ms
+    // A first burst of 80 packets fills the buffer to about 93 ms
     // and shows the sender how deep it is; once it drained, the passengers send 120 packets at
     // once (140 ms of the link), as a TCP does when a repaired hole's backlog is acknowledged
     // together. What the buffer cannot hold waits in braid and goes as the buffer drains.
-    let mut p = Pair::new(&[(20, 10_000.0)], cfg(RecoveryKind::Arq, SchedulerKind::MinDelay));
-    p.links[0].queue_limit = Some(Duration::from_millis(100));
-    p.advance(Duration::from_millis(500));
+    let mut p = lte_with_a_drop_tail_buffer();
     let mut i = 0;
     for burst in [80, 120] {
         for _ in 0..burst {
