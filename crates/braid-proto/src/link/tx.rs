@@ -477,9 +477,20 @@ impl TxLink {
     }
 
     /// When a beside probe's next coded packet may go beside the data; `None` unless a restore
-    /// or growth probe runs ([`Self::probes_beside`]).
+    /// or growth probe runs ([`Self::probes_beside`]), and while the peer's newest measurement
+    /// shows a queue of [`PROBE_MAX_QUEUE`] or more on the link.
+    ///
+    /// Such packets go whatever the model says, so the model's queue is no bound on them, and
+    /// the end at the first queue beyond the model's ([`Self::check_queue`]) misses a model far
+    /// too deep: a link still at the 1 Mbit/s assumed for an unknown one, fed a passenger's
+    /// burst, was modelled 0.7-1.9 s deep while the peer measured 13-43 ms, and on bench-bond's
+    /// 20 + 20 Mbit/s its growth probe went on for another 100 ms at twice the rising estimate,
+    /// overflowed the uplinks' 50 ms buffers and cost the passenger's first second a third of its
+    /// rate. Paused, not ended: the estimate still grows by the data's delivery rate, and the
+    /// probe goes on once the queue has drained.
     pub fn beside_probe_at(&self) -> Option<Instant> {
-        matches!(self.probe, ProbePhase::Probing { beside: true, .. }).then_some(self.beside_next)
+        let queued = self.echoed_queue_us as f64 >= PROBE_MAX_QUEUE.as_micros() as f64;
+        (matches!(self.probe, ProbePhase::Probing { beside: true, .. }) && !queued).then_some(self.beside_next)
     }
 
     /// Whether a restore probe's coded packet may go at `now` whatever the modelled queue.
@@ -1227,6 +1238,39 @@ mod tests {
         l.on_report(t1 + PEAK_BUCKET + Duration::from_millis(500), 2_000, 0.0, None);
         l.on_report(late, 2_000, 0.0, None);
         assert!(!l.restoring());
+    }
+
+    #[test]
+    fn a_startup_probe_beside_the_data_pauses_while_the_peer_measures_a_queue() {
+        // bench-bond's 20 + 20 Mbit/s: a passenger's burst into links still at the 1 Mbit/s
+        // assumed for an unknown one; the model is far deeper than the real queue.
+        let mut l = TxLink::new(LinkId(0), None, 0.0, LinkState::Active, Instant::ZERO);
+        let t0 = Instant::from_millis(10);
+        for _ in 0..100 {
+            l.on_send(t0, 1250);
+        }
+        assert_eq!(l.queue_delay(t0), Duration::from_secs(1));
+        // The peer measures no queue: the link drains faster than the model.
+        let t1 = Instant::from_millis(50);
+        assert!(l.check_queue(t1, t0.wire_timestamp(), 0));
+        l.handle_probe_timer(t1, true);
+        assert_eq!(l.beside_probe_at(), Some(t1), "a startup probe goes beside the data");
+        l.on_send_spare(t1, 1250);
+        // The burst reaches the link's buffer: 20 ms measured, far short of the model's queue,
+        // so the end at a queue beyond the model's does not come.
+        let t2 = Instant::from_millis(80);
+        for _ in 0..50 {
+            l.on_send(t2, 1250);
+        }
+        l.check_queue(t2 + Duration::from_millis(30), t2.wire_timestamp(), 20_000);
+        assert!(l.is_probing(), "the estimate may still grow by the data's delivery rate");
+        assert_eq!(l.beside_probe_at(), None, "no packet beside the data into a queue");
+        assert!(!l.beside_probe_due(t2 + Duration::from_millis(100)));
+        // The queue drained: the probe's packets go again.
+        let t3 = Instant::from_millis(150);
+        l.on_send(t3, 1250);
+        l.check_queue(t3 + Duration::from_millis(30), t3.wire_timestamp(), 1_000);
+        assert!(l.beside_probe_due(t3 + Duration::from_millis(100)));
     }
 
     #[test]
