@@ -122,6 +122,11 @@ pub const CODING_GAIN_RECOVERY: f64 = 0.005;
 /// How long the peer's measurement closes a link to coding: a link it no longer reports on (no
 /// data on it) opens again after this.
 pub const CODING_ECHO_FRESH: Duration = Duration::from_millis(500);
+/// Corrections in a row, each finding a link draining [`QUEUE_CORRECTION_MIN`] faster than the
+/// model with no queue of [`PROBE_MAX_QUEUE`] measured, that take a link whose capacity nobody
+/// configured back into its startup ([`TxLink::startup_again`]): at a report every 100 ms,
+/// about a third of a second of such evidence.
+pub const STARTUP_AGAIN: u32 = 3;
 /// How soon a probe held back by a queue is tried again.
 const PROBE_RETRY: Duration = Duration::from_millis(250);
 /// The gain while a link's estimate keeps rising probe after probe (BBR's startup gain, 2/ln 2
@@ -252,6 +257,9 @@ pub struct TxLink {
     /// When the peer last measured this link's queue well short of the model's
     /// ([`Self::check_queue`]): the link drains faster than its estimate.
     drains_faster_at: Option<Instant>,
+    /// Corrections in a row that found the link draining faster than the model with no queue
+    /// of [`PROBE_MAX_QUEUE`] measured on it ([`STARTUP_AGAIN`]).
+    faster_streak: u32,
 }
 
 impl TxLink {
@@ -300,6 +308,7 @@ impl TxLink {
             coding_cut: None,
             coding_next: now,
             drains_faster_at: None,
+            faster_streak: 0,
         }
     }
 
@@ -752,6 +761,7 @@ impl TxLink {
         // uplink it left empty.
         if measured_us as f64 >= PROBE_MAX_QUEUE.as_micros() as f64 {
             self.startup = false;
+            self.faster_streak = 0;
         }
         self.echoed_at = Some(now);
         // A probe beside the data stops at the first queue its packets beside the model built: the link
@@ -779,8 +789,13 @@ impl TxLink {
         self.corrected_at = self.last_send.or(Some(now));
         if error < 0.0 {
             self.drains_faster_at = Some(now);
+            if (measured_us as f64) < PROBE_MAX_QUEUE.as_micros() as f64 {
+                self.faster_streak += 1;
+                self.startup_again(now);
+            }
             return true;
         }
+        self.faster_streak = 0;
         // Caught a cellular round trip or more behind, outside a probe (whose overshoot is
         // its purpose): the estimate cannot be trusted to fill with coded packets.
         if error >= CODING_MAX_QUEUE.as_micros() as f64 && matches!(self.probe, ProbePhase::Idle { .. }) {
@@ -793,6 +808,28 @@ impl TxLink {
             self.end_probe_at_full_pipe(now);
         }
         true
+    }
+
+    /// Takes a link whose capacity nobody configured back into its startup once
+    /// [`STARTUP_AGAIN`] corrections in a row found it draining faster than the model, its queue
+    /// at the floor ([`PROBE_MAX_QUEUE`]) each time: the queue that ended its startup was not its
+    /// pipe's. On a loaded host a daemon's late receive stamps measure as queue: on bench-bond's
+    /// 20 + 20 Mbit/s (load 3-5) the peer measured 22 ms on both uplinks in the passenger's first
+    /// burst, before any estimate, and one uplink, left at 1-2.7 Mbit/s, then showed its queue
+    /// 12 ms short of the model's every 100 ms for seconds while the ordinary probes found
+    /// nothing (a download at 21.4 Mbit/s). A link whose pipe is full shows its queue, not
+    /// this; one that the model overfilled (a failover's burst) shows a full buffer.
+    fn startup_again(&mut self, now: Instant) {
+        if self.startup || self.bootstrap_bps > 0.0 || self.faster_streak < STARTUP_AGAIN {
+            return;
+        }
+        tracing::debug!(link = %self.id, estimate_kbps = self.capacity_bps() / 1e3, "startup again");
+        self.startup = true;
+        self.growing = true;
+        self.faster_streak = 0;
+        if let ProbePhase::Idle { .. } = self.probe {
+            self.probe = ProbePhase::Idle { next: now };
+        }
     }
 
     /// A probe met a queue beyond the model's: the pipe is full, so startup and growth are over,
@@ -1271,6 +1308,43 @@ mod tests {
         l.on_send(t3, 1250);
         l.check_queue(t3 + Duration::from_millis(30), t3.wire_timestamp(), 1_000);
         assert!(l.beside_probe_due(t3 + Duration::from_millis(100)));
+    }
+
+    #[test]
+    fn a_link_whose_startup_a_host_stall_ended_starts_again_when_it_keeps_draining_faster() {
+        // bench-bond on a loaded host: late receive stamps measured 22 ms of queue in the first
+        // burst, which ended startup with the estimate still at the assumed 1 Mbit/s.
+        let mut l = TxLink::new(LinkId(0), None, 0.0, LinkState::Active, Instant::ZERO);
+        let t0 = Instant::from_millis(10);
+        l.on_send(t0, 1250);
+        l.check_queue(t0, t0.wire_timestamp(), 22_000);
+        assert!(!l.startup);
+        l.growing = false;
+        l.probe = ProbePhase::Idle { next: Instant::from_millis(5000) };
+        // Then every echo shows the queue at its floor and 10 ms or more short of the model's.
+        let round = |l: &mut TxLink, ms: u64, measured_us: i64| {
+            let t = Instant::from_millis(ms);
+            l.on_send(t, 1250);
+            l.on_send(t, 1250);
+            l.check_queue(t + Duration::from_millis(5), t.wire_timestamp(), measured_us)
+        };
+        assert!(round(&mut l, 100, 0) && round(&mut l, 200, 0));
+        assert!(!l.startup, "two corrections are not yet evidence");
+        // A queue at the floor's edge breaks the run.
+        assert!(round(&mut l, 300, 6_000));
+        assert!(round(&mut l, 400, 0) && round(&mut l, 500, 0));
+        assert!(!l.startup);
+        assert!(round(&mut l, 600, 0));
+        assert!(l.startup, "three in a row at the floor: startup again");
+        assert_eq!(l.probe_timeout(true), Some(Instant::from_millis(605)), "probed at once");
+        l.handle_probe_timer(Instant::from_millis(605), true);
+        assert!(l.beside_probe_at().is_some(), "at the growth gain, beside the data");
+        // A link whose rate was configured is only checked now and then.
+        let mut k = TxLink::new(LinkId(1), None, 20e6, LinkState::Active, Instant::ZERO);
+        for ms in [100, 200, 300] {
+            round(&mut k, ms, 0);
+        }
+        assert!(!k.startup);
     }
 
     #[test]
