@@ -363,8 +363,7 @@ impl TxLink {
                 // rule fills a link's modelled queue up to the busiest link's, so under a bulk
                 // flow every link looks as full as the fullest, and a link faster than its
                 // estimate (bench-bond's uplink restored from 2 to 20 Mbit/s) was never probed.
-                let full = PROBE_MAX_QUEUE.as_micros() as f64;
-                if self.echoed_queue_us as f64 >= full {
+                if self.echo_shows_queue() {
                     tracing::debug!(link = %self.id, queue_us = self.echoed_queue_us, "probe held by queue");
                     self.probe = ProbePhase::Idle { next: now + PROBE_RETRY };
                     return;
@@ -498,8 +497,14 @@ impl TxLink {
     /// rate. Paused, not ended: the estimate still grows by the data's delivery rate, and the
     /// probe goes on once the queue has drained.
     pub fn beside_probe_at(&self) -> Option<Instant> {
-        let queued = self.echoed_queue_us as f64 >= PROBE_MAX_QUEUE.as_micros() as f64;
-        (matches!(self.probe, ProbePhase::Probing { beside: true, .. }) && !queued).then_some(self.beside_next)
+        (matches!(self.probe, ProbePhase::Probing { beside: true, .. }) && !self.echo_shows_queue())
+            .then_some(self.beside_next)
+    }
+
+    /// Whether the peer's newest measurement shows a queue of [`PROBE_MAX_QUEUE`] or more on the
+    /// link: what holds a probe back, ends startup and pauses a probe beside the data.
+    fn echo_shows_queue(&self) -> bool {
+        self.echoed_queue_us as f64 >= PROBE_MAX_QUEUE.as_micros() as f64
     }
 
     /// Whether a restore probe's coded packet may go at `now` whatever the modelled queue.
@@ -759,7 +764,7 @@ impl TxLink {
         // how fast the queue drains (PluriBus 5.2's dispersion), so startup is over. A passenger's
         // slow start fills every uplink at once; startup probes beside the data are for the
         // uplink it left empty.
-        if measured_us as f64 >= PROBE_MAX_QUEUE.as_micros() as f64 {
+        if self.echo_shows_queue() {
             self.startup = false;
             self.faster_streak = 0;
         }
@@ -789,7 +794,7 @@ impl TxLink {
         self.corrected_at = self.last_send.or(Some(now));
         if error < 0.0 {
             self.drains_faster_at = Some(now);
-            if (measured_us as f64) < PROBE_MAX_QUEUE.as_micros() as f64 {
+            if !self.echo_shows_queue() {
                 self.faster_streak += 1;
                 self.startup_again(now);
             }
