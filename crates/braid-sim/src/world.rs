@@ -189,11 +189,12 @@ impl<'a> World<'a> {
             .enumerate()
             .map(|(i, l)| LinkConfig {
                 weight: weights.get(i).copied().unwrap_or(1),
+                // 0: unknown, found from traffic (`rate_known = false`).
                 ..LinkConfig::new(
                     LinkId(i as u8),
                     Some(server_addr),
-                    l.up.rate.mean_kbps() * 1e3,
-                    l.down.rate.mean_kbps() * 1e3,
+                    if l.rate_known { l.up.rate.mean_kbps() * 1e3 } else { 0.0 },
+                    if l.rate_known { l.down.rate.mean_kbps() * 1e3 } else { 0.0 },
                 )
             })
             .collect();

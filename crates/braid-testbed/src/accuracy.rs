@@ -43,7 +43,14 @@ fn link(rate_kbps: f64, delay_ms: u64, queue_bytes: usize, loss: f64) -> LinkSpe
         schedule: None,
         outages: Vec::new(),
     };
-    LinkSpec { name: "probe".into(), down: dir.clone(), up: dir, drive_by: None, metering: Default::default() }
+    LinkSpec {
+        name: "probe".into(),
+        down: dir.clone(),
+        up: dir,
+        drive_by: None,
+        metering: Default::default(),
+        rate_known: true,
+    }
 }
 
 /// A received datagram: its sequence number and its one-way delay.

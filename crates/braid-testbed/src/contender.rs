@@ -261,8 +261,9 @@ fn start_braid(
         .map(|(i, l)| UplinkConfig {
             name: l.name.clone(),
             interface: uplink_dev(i),
-            up_kbps: l.up.rate.mean_kbps().max(1.0).round(),
-            down_kbps: l.down.rate.mean_kbps().max(1.0).round(),
+            // 0: none given, the daemon finds the rate (its default).
+            up_kbps: if l.rate_known { l.up.rate.mean_kbps().max(1.0).round() } else { 0.0 },
+            down_kbps: if l.rate_known { l.down.rate.mean_kbps().max(1.0).round() } else { 0.0 },
             weight: weights.get(i).copied().unwrap_or(1),
             coding_budget: l.metering.coding_budget,
             backup: l.metering.backup,

@@ -156,6 +156,8 @@ pub struct RxEstimator {
     delivered: VecDeque<(Instant, u32, u32)>,
     /// Sum of the bits in `delivered`.
     delivered_bits: u64,
+    /// When a delivery rate last raised the estimate in the ramp from none ([`RxEstimator::finding`]).
+    raised_at: Option<Instant>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -208,6 +210,7 @@ impl RxEstimator {
             streak_above: false,
             delivered: VecDeque::new(),
             delivered_bits: 0,
+            raised_at: None,
         }
     }
 
@@ -331,6 +334,11 @@ impl RxEstimator {
                 to_kbps = rate / 1e3,
                 "capacity estimate raised by delivery rate"
             );
+            // Only the ramp from no estimate counts as finding the capacity: later raises
+            // (a modem's rate restored) leave the report interval alone.
+            if self.capacity_bps <= 0.0 || self.raised_at.is_some_and(|t| now - t <= DELIVERY_WINDOW) {
+                self.raised_at = Some(now);
+            }
             self.capacity_bps = rate;
             self.streak.clear();
             // The interval under way measured the link at the old estimate's rules.
@@ -546,6 +554,15 @@ impl RxEstimator {
     /// Current capacity estimate, bit/s (0 when unknown).
     pub fn capacity_bps(&self) -> f64 {
         self.capacity_bps
+    }
+
+    /// Whether the link's capacity is still being found: no estimate yet, or the first one still
+    /// rising (each raise by a delivery rate within [`DELIVERY_WINDOW`] of the one before). The sender's queue model runs on the
+    /// estimate, so while it moves the sender needs the peer's figures sooner than the usual
+    /// report interval.
+    pub fn finding(&self, now: Instant) -> bool {
+        (self.capacity_bps <= 0.0 && self.last_queue_us >= 5_000.0)
+            || self.raised_at.is_some_and(|t| now - t <= DELIVERY_WINDOW)
     }
 
     /// Capacity estimate in kbit/s for the wire.

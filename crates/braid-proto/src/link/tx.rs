@@ -760,12 +760,18 @@ impl TxLink {
         let Some(sent) = self.sends.iter().rev().find(|s| s.wire_ts == echo_ts).copied() else { return false };
         self.echoed_queue_us = measured_us;
         self.peak_queue_us = self.peak_queue_us.max(measured_us);
-        // A queue on the link: its pipe has been full, and the peer measures its capacity from
-        // how fast the queue drains (PluriBus 5.2's dispersion), so startup is over. A passenger's
-        // slow start fills every uplink at once; startup probes beside the data are for the
-        // uplink it left empty.
+        // A queue on a link the peer has measured: its pipe has been full, and the peer measures
+        // its capacity from how fast the queue drains (PluriBus 5.2's dispersion), so startup is
+        // over. A passenger's slow start fills every uplink at once; startup probes beside the
+        // data are for the uplink it left empty. Before the peer's first estimate the queue
+        // says nothing of the pipe: a passenger's opening burst, split by the guess of 1 Mbit/s
+        // a link, queues 6-14 ms at a 20 Mbit/s tbf's line rate. Ended by it, an uplink whose
+        // twin was measured first got a tenth of the data by the earliest-arrival rule, its
+        // estimate rose 10 % a report, and it took 0.5 s to start again (bench-bond 20 + 20, BBR,
+        // a download at 35.3 Mbit/s). A slow link's real queue pauses its beside probe
+        // ([`Self::beside_probe_at`]) and ends its startup at its first estimate.
         if self.echo_shows_queue() {
-            self.startup = false;
+            self.startup &= self.capacity_bps <= 0.0;
             self.faster_streak = 0;
         }
         self.echoed_at = Some(now);
@@ -1322,6 +1328,7 @@ mod tests {
         let mut l = TxLink::new(LinkId(0), None, 0.0, LinkState::Active, Instant::ZERO);
         let t0 = Instant::from_millis(10);
         l.on_send(t0, 1250);
+        l.on_report(t0, 1_000, 0.0, None); // the peer's first estimate, from a starved link
         l.check_queue(t0, t0.wire_timestamp(), 22_000);
         assert!(!l.startup);
         l.growing = false;
@@ -1350,6 +1357,23 @@ mod tests {
             round(&mut k, ms, 0);
         }
         assert!(!k.startup);
+    }
+
+    #[test]
+    fn a_queue_before_the_peers_first_estimate_does_not_end_startup() {
+        // bench-bond's 20 + 20 Mbit/s: the passenger's opening burst, split by the guess of
+        // 1 Mbit/s a link, queued 6-14 ms at the uplinks' line rate before either was measured.
+        let mut l = TxLink::new(LinkId(0), None, 0.0, LinkState::Active, Instant::ZERO);
+        let t0 = Instant::from_millis(10);
+        l.on_send(t0, 1250);
+        l.check_queue(t0, t0.wire_timestamp(), 14_000);
+        assert!(l.startup, "no estimate yet: a burst's queue, not a full pipe");
+        // Once the peer has measured the link, a queue says its pipe is full.
+        let t1 = Instant::from_millis(110);
+        l.on_report(t1, 20_000, 0.0, None);
+        l.on_send(t1, 1250);
+        l.check_queue(t1, t1.wire_timestamp(), 14_000);
+        assert!(!l.startup);
     }
 
     #[test]

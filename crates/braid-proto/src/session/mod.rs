@@ -742,7 +742,7 @@ impl Session {
             out.push((Timer::Report, s + self.cfg.ack_delay));
         }
         if self.rx_since_report && can_send {
-            out.push((Timer::Report, self.last_report + self.cfg.report_interval));
+            out.push((Timer::Report, self.next_report_at()));
         }
         if can_send {
             for s in &self.links {

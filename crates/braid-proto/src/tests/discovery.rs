@@ -275,3 +275,40 @@ fn an_uplink_left_at_the_unknown_estimate_grows_within_a_second_under_a_paced_pa
     let reached = reached.map(|s| s * 10);
     assert!(reached.is_some_and(|ms| ms <= 1000), "link 1 reached 16 of 20 Mbit/s after {reached:?} ms");
 }
+
+#[test]
+fn the_peer_reports_every_ack_delay_while_an_unconfigured_uplinks_capacity_is_found() {
+    // bench-bond's 20 + 5 Mbit/s, no rates configured, a download whose ACKs ride upstream as
+    // data (so no standalone acknowledgement carries the client's reports for it). While the
+    // estimates ramp from none, the client reports every `ack_delay`; once they stand, every
+    // `report_interval` again. At 100 ms the server heard the 5 Mbit/s uplink's queue too late:
+    // it had sent it half of the passenger's first burst, 35 ms of queue on the real daemons.
+    let c = cfg(RecoveryKind::Auto, SchedulerKind::MinDelay);
+    let mut p = Pair::with_bootstrap(&[(1, 20_000.0), (1, 5_000.0)], &c, false);
+    p.advance(Duration::from_secs(2));
+    let (ack_delay, interval) = (c(Role::Client).ack_delay, c(Role::Client).report_interval);
+    let gap = Duration::from_secs_f64(1400.0 * 8.0 / 23e6);
+    let mut reports = Vec::new();
+    for i in 0..(3.0 / gap.as_secs_f64()) as u64 {
+        p.send_down(&packet(i, 1400));
+        if i % 2 == 0 {
+            p.send_up(&packet(1 << 40 | i, 60));
+        }
+        p.advance(gap);
+        reports.push((p.now, p.client.stats().feedback_sent));
+    }
+    let sent_in = |from: f64, to: f64| {
+        let at = |s: f64| {
+            let t = reports[0].0 + Duration::from_secs_f64(s);
+            reports.iter().find(|r| r.0 >= t).or(reports.last()).map_or(0, |r| r.1)
+        };
+        at(to) - at(from)
+    };
+    let (ramp, steady) = (sent_in(0.0, 0.3), sent_in(2.0, 3.0));
+    let per = |n: u64, secs: f64| Duration::from_secs_f64(secs / n.max(1) as f64);
+    assert!(per(ramp, 0.3) <= ack_delay * 2, "{ramp} reports in the first 0.3 s");
+    assert!(per(steady, 1.0) >= interval / 2, "{steady} reports a second once the estimates stand");
+    let st = p.server.link_status(p.now);
+    let cap = |id| st.iter().find(|l| l.id == LinkId(id)).map_or(0.0, |l| l.tx_capacity_bps) / 1e6;
+    assert!((16.0..=24.0).contains(&cap(0)) && (4.0..=6.25).contains(&cap(1)), "{} and {}", cap(0), cap(1));
+}

@@ -228,7 +228,7 @@ fn link(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawLink, vehicle: Option<Vehicle>) ->
             format!("must be a number >= 0 (or inf for no bound), found {}", raw.coding_budget.unwrap_or(f64::NAN)),
         )
     })?;
-    Ok(LinkSpec { name, down, up, drive_by, metering })
+    Ok(LinkSpec { name, down, up, drive_by, metering, rate_known: raw.rate_known.unwrap_or(true) })
 }
 
 fn vehicle(ctx: &Ctx<'_, '_>, loc: &Loc, raw: RawVehicle) -> Result<Vehicle> {

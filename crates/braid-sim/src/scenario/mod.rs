@@ -139,6 +139,10 @@ pub struct LinkSpec {
     /// direction; absent or `inf`: no bound) and `backup` (carries traffic only when no other
     /// link can), applied by both ends of the tunnel to what they send.
     pub metering: braid_proto::Metering,
+    /// Whether braid is told the link's mean rate (`rate_known`, default true), as an operator's
+    /// `[[uplink]]` `up_kbps`/`down_kbps` tell the daemon; false: braid finds it from traffic, as
+    /// with the daemon's default configuration, which gives no rates.
+    pub rate_known: bool,
 }
 
 /// One run's view of a link: its two directions, and the drive-by pass they were made from.

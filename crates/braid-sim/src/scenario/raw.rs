@@ -54,6 +54,7 @@ pub(crate) struct RawLink {
     pub drive_by: Option<RawDriveBy>,
     pub coding_budget: Option<f64>,
     pub backup: Option<bool>,
+    pub rate_known: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -691,6 +691,15 @@ fn links_take_a_coding_budget_and_a_backup_mode() {
 }
 
 #[test]
+fn a_link_s_rate_is_told_to_braid_unless_the_file_says_it_is_unknown() {
+    assert!(parse(MINIMAL).unwrap().links[0].rate_known, "told, as the figures before the option were made");
+    let s = parse(&with("up = { rate_kbps = 100 }", "up = { rate_kbps = 100 }\nrate_known = false")).unwrap();
+    assert!(!s.links[0].rate_known);
+    let text = with("up = { rate_kbps = 100 }", "up = { rate_kbps = 100 }\nrate_known = \"no\"");
+    assert_rejects(&text, "link.a.rate_known", "rate_known = \"no\"", "invalid type");
+}
+
+#[test]
 fn relative_paths_resolve_against_the_scenario_directory() {
     let dir = temp_dir("paths");
     std::fs::create_dir_all(dir.join("traces")).unwrap();
