@@ -131,13 +131,27 @@ fn echo_reply_seq(p: &[u8], id: u16) -> Option<u16> {
 }
 
 /// The load phase's passenger packet from `tunnel`: UDP to the discard range, which the server's
-/// namespace blackholes.
+/// namespace blackholes. With its UDP checksum, as a host's stack sends it (the server's TUN
+/// batching coalesces a flow's packets only where the checksums are right).
 fn load_packet(tunnel: Ipv4Addr) -> Vec<u8> {
+    let dst = Ipv4Addr::new(198, 18, 0, 1);
     let mut udp = vec![0u8; LOAD_PACKET - 20];
     udp[0..2].copy_from_slice(&40000u16.to_be_bytes());
     udp[2..4].copy_from_slice(&9u16.to_be_bytes());
     udp[4..6].copy_from_slice(&((LOAD_PACKET - 20) as u16).to_be_bytes());
-    ipv4(tunnel, Ipv4Addr::new(198, 18, 0, 1), 17, &udp)
+    // RFC 768: over the pseudo-header (addresses, protocol, UDP length) and the datagram.
+    let mut pseudo = Vec::with_capacity(12 + udp.len());
+    pseudo.extend_from_slice(&tunnel.octets());
+    pseudo.extend_from_slice(&dst.octets());
+    pseudo.extend_from_slice(&[0, 17]);
+    pseudo.extend_from_slice(&((LOAD_PACKET - 20) as u16).to_be_bytes());
+    pseudo.extend_from_slice(&udp);
+    let c = match checksum(&pseudo) {
+        0 => 0xffff,
+        c => c,
+    };
+    udp[6..8].copy_from_slice(&c.to_be_bytes());
+    ipv4(tunnel, dst, 17, &udp)
 }
 
 /// What a vehicle is asked to do.
@@ -494,6 +508,89 @@ fn cpu_split(pid: &str) -> (f64, f64) {
     // them by one, to stime and cutime, which left the server's user time (its crypto) out.
     let f: Vec<f64> = after.split_whitespace().map(|x| x.parse().unwrap_or(0.0)).collect();
     (f.get(11).unwrap_or(&0.0) / 100.0, f.get(12).unwrap_or(&0.0) / 100.0)
+}
+
+/// The CPU seconds (user, system) of each thread of process `pid`, by thread id and name.
+fn thread_cpu(pid: u32) -> HashMap<u32, (String, f64, f64)> {
+    let mut out = HashMap::new();
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return out };
+    for e in dir.flatten() {
+        let Some(tid) = e.file_name().to_str().and_then(|t| t.parse::<u32>().ok()) else { continue };
+        let name = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).unwrap_or_default();
+        let (u, s) = cpu_split(&format!("{pid}/task/{tid}"));
+        out.insert(tid, (name.trim().to_string(), u, s));
+    }
+    out
+}
+
+/// The UDP counters of the network namespace process `pid` is in (`/proc/PID/net/snmp`):
+/// datagrams received, receive errors and those of them for a full receive buffer.
+fn udp_counters(pid: u32) -> (u64, u64, u64) {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/net/snmp")).unwrap_or_default();
+    let mut rows = s.lines().filter(|l| l.starts_with("Udp:"));
+    let (Some(names), Some(values)) = (rows.next(), rows.next()) else { return (0, 0, 0) };
+    let field = |want: &str| {
+        names
+            .split_whitespace()
+            .zip(values.split_whitespace())
+            .find(|(n, _)| *n == want)
+            .and_then(|(_, v)| v.parse().ok())
+    };
+    (field("InDatagrams").unwrap_or(0), field("InErrors").unwrap_or(0), field("RcvbufErrors").unwrap_or(0))
+}
+
+/// Datagrams the kernel dropped at the sockets bound to `port` (the server's, one per worker) in
+/// the network namespace of process `pid`, for a full receive buffer (`/proc/PID/net/udp`, the
+/// `drops` column). The namespace's own counters cannot tell them apart from the drops at the
+/// emulated vehicles' sockets, which do not read during the pre-sealed load.
+fn socket_drops(pid: u32, port: u16) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/net/udp")).unwrap_or_default();
+    let want = format!(":{port:04X}");
+    s.lines()
+        .skip(1)
+        .filter(|l| l.split_whitespace().nth(1).is_some_and(|local| local.ends_with(&want)))
+        .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Packets the kernel dropped because a core's input backlog (`net.core.netdev_max_backlog`)
+/// was full, summed over the cores (`/proc/net/softnet_stat`, second column; the whole machine).
+fn backlog_drops() -> u64 {
+    let s = std::fs::read_to_string("/proc/net/softnet_stat").unwrap_or_default();
+    s.lines().filter_map(|l| l.split_whitespace().nth(1)).filter_map(|v| u64::from_str_radix(v, 16).ok()).sum()
+}
+
+/// Prints where the server's CPU went over a phase of `el` seconds (per thread, from `before`),
+/// and what the kernel dropped on the way to it.
+fn report_server_side(
+    pid: u32,
+    port: u16,
+    el: f64,
+    before: &HashMap<u32, (String, f64, f64)>,
+    udp0: (u64, u64, u64),
+    drops0: (u64, u64),
+) {
+    let after = thread_cpu(pid);
+    let mut threads: Vec<(u32, String, f64, f64)> = after
+        .iter()
+        .map(|(tid, (name, u, s))| {
+            let (u0, s0) = before.get(tid).map_or((0.0, 0.0), |b| (b.1, b.2));
+            (*tid, name.clone(), u - u0, s - s0)
+        })
+        .filter(|t| t.2 + t.3 > 0.0)
+        .collect();
+    threads.sort_by(|a, b| (b.2 + b.3).total_cmp(&(a.2 + a.3)));
+    let list: Vec<String> =
+        threads.iter().map(|(tid, n, u, s)| format!("{n}/{tid} {:.2}+{:.2}", u / el, s / el)).collect();
+    println!("server threads, cores user+system: {}", list.join(", "));
+    let udp = udp_counters(pid);
+    println!(
+        "dropped at the server's sockets (full receive buffer): {} datagrams (or GRO buffers); namespace: {} received, {} receive errors; {} dropped at full input backlogs (machine)",
+        socket_drops(pid, port) - drops0.0,
+        udp.0 - udp0.0,
+        udp.1 - udp0.1,
+        backlog_drops() - drops0.1
+    );
 }
 
 /// The server's sessions, as `braid status` reports them over its control socket.
@@ -913,6 +1010,8 @@ struct Preloaded {
 
 /// Most datagrams in one `sendmmsg` (or one GSO send with `FLEET_GSO=1`).
 const SEND_BATCH: usize = 64;
+/// Most bytes in one UDP GSO send: the IP length field's limit, less the headers.
+const GSO_BYTES_MAX: usize = 65_000;
 
 /// Sends the pre-sealed datagrams from `start` for `secs`, each vehicle's paced at one every
 /// `every` (whatever is due when the thread wakes, every `tick`, goes in one batched send per
@@ -955,7 +1054,8 @@ fn send_paced(
                 let n = (due - v.sent).min(SEND_BATCH);
                 let bytes = &v.data[v.sent * v.stride..(v.sent + n) * v.stride];
                 let done = if gso {
-                    let n = n.min(states[vi].max_gso_segments());
+                    // At most 64 KiB in one send (the IP length field): 53 of these datagrams.
+                    let n = n.min(states[vi].max_gso_segments()).min(GSO_BYTES_MAX / v.stride).max(1);
                     let bytes = &bytes[..n * v.stride];
                     let t = quinn_udp::Transmit {
                         destination: server,
@@ -1063,6 +1163,8 @@ async fn measure_presealed(
         tokio::time::sleep(wait).await;
     }
     let before = delivered(control)?;
+    let (threads0, udp0, drops0) =
+        (thread_cpu(pid), udp_counters(pid), (socket_drops(pid, server.port()), backlog_drops()));
     let (server0, split0) = (cpu_seconds(&pid.to_string()), cpu_split("self"));
     let t = std::time::Instant::now();
     let sender = std::thread::Builder::new()
@@ -1075,6 +1177,7 @@ async fn measure_presealed(
     // Over loopback a send runs the receiving half of the stack too (up to the server's socket)
     // in the sender's system time.
     println!("emulator CPU over the phase: user {:.2} s, system {:.2} s", split.0 - split0.0, split.1 - split0.1);
+    report_server_side(pid, server.port(), el, &threads0, udp0, drops0);
     let offered = sent as f64 * LOAD_PACKET as f64 * 8.0 / el;
     report_load(control, &before, load, mbit, offered, el, cpu_load).await
 }

@@ -143,7 +143,13 @@ async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
         .collect();
     let clock = Clock::new();
     // A queue of the TUN device per worker: each reads and writes its own.
-    let tuns = tun::open_queues(&cfg.tun, mtu, n)?;
+    let tuns = match tun::open_queues(&cfg.tun, mtu, n, true) {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::warn!(error = %e, "tun: no segmentation offload; one write per passenger packet");
+            tun::open_queues(&cfg.tun, mtu, n, false)?
+        }
+    };
     let peers = PeerTable::new(cfg.peer.clone());
     let shared = Arc::new(Shared {
         peers: ArcSwap::from_pointee(peers.clone()),

@@ -15,7 +15,7 @@
 //! device has a queue per worker too (`IFF_MULTI_QUEUE`): a worker writes its passenger packets to
 //! its own, and each queue's reader hands what it reads to the destination's worker.
 
-use super::client::{deliver, sleep_until};
+use super::client::sleep_until;
 use super::peers::PeerTable;
 use super::status::SessionStatus;
 use super::{Clock, uplink};
@@ -214,6 +214,8 @@ pub(super) struct Worker {
     /// Datagrams waiting to leave together (GSO).
     batch: uplink::GsoBatch,
     tun: Arc<AsyncDevice>,
+    /// Passenger packets waiting to be written to `tun` together.
+    tun_batch: super::tun::TunBatch,
     buf: Vec<u8>,
     counters: Counters,
     next_housekeeping: braid_proto::Instant,
@@ -247,6 +249,7 @@ impl Worker {
             sock,
             batch,
             tun,
+            tun_batch: super::tun::TunBatch::default(),
             buf: vec![0u8; usize::from(mtu) + braid_proto::wire::MAX_CARRIER_OVERHEAD + braid_proto::crypto::TAG_LEN],
             counters: Counters::default(),
             next_housekeeping: clock.now() + HOUSEKEEPING,
@@ -300,6 +303,9 @@ impl Worker {
                 progressed |= self.flush(id).await;
                 self.schedule(id);
             }
+            // The passenger packets of every session flushed above, in one batch: a vehicle's
+            // flows coalesce across the datagrams of this round.
+            self.tun_batch.send(&self.tun).await;
             if now >= self.next_housekeeping {
                 self.expire(now);
                 self.next_housekeeping = now + HOUSEKEEPING;
@@ -543,7 +549,7 @@ impl Worker {
             // back to this vehicle, or the packet is dropped and counted.
             let table = peers.get_or_insert_with(|| self.shared.peers.load());
             match addrs(&p) {
-                Some((src, _)) if table.route(src) == Some(v.peer) => deliver(&self.tun, &p).await,
+                Some((src, _)) if table.route(src) == Some(v.peer) => self.tun_batch.push(&self.tun, &p).await,
                 Some((src, _)) => {
                     v.source_not_allowed += 1;
                     self.counters.passenger.source_not_allowed += 1;
