@@ -193,8 +193,8 @@ impl<'a> World<'a> {
                 ..LinkConfig::new(
                     LinkId(i as u8),
                     Some(server_addr),
-                    if l.rate_known { l.up.rate.mean_kbps() * 1e3 } else { 0.0 },
-                    if l.rate_known { l.down.rate.mean_kbps() * 1e3 } else { 0.0 },
+                    l.told_rates_kbps().map_or(0.0, |r| r.0 * 1e3),
+                    l.told_rates_kbps().map_or(0.0, |r| r.1 * 1e3),
                 )
             })
             .collect();

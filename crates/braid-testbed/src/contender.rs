@@ -262,8 +262,8 @@ fn start_braid(
             name: l.name.clone(),
             interface: uplink_dev(i),
             // 0: none given, the daemon finds the rate (its default).
-            up_kbps: if l.rate_known { l.up.rate.mean_kbps().max(1.0).round() } else { 0.0 },
-            down_kbps: if l.rate_known { l.down.rate.mean_kbps().max(1.0).round() } else { 0.0 },
+            up_kbps: l.told_rates_kbps().map_or(0.0, |r| r.0.max(1.0).round()),
+            down_kbps: l.told_rates_kbps().map_or(0.0, |r| r.1.max(1.0).round()),
             weight: weights.get(i).copied().unwrap_or(1),
             coding_budget: l.metering.coding_budget,
             backup: l.metering.backup,

@@ -336,7 +336,7 @@ impl RxEstimator {
             );
             // Only the ramp from no estimate counts as finding the capacity: later raises
             // (a modem's rate restored) leave the report interval alone.
-            if self.capacity_bps <= 0.0 || self.raised_at.is_some_and(|t| now - t <= DELIVERY_WINDOW) {
+            if self.capacity_bps <= 0.0 || self.ramping(now) {
                 self.raised_at = Some(now);
             }
             self.capacity_bps = rate;
@@ -556,13 +556,20 @@ impl RxEstimator {
         self.capacity_bps
     }
 
-    /// Whether the link's capacity is still being found: no estimate yet, or the first one still
-    /// rising (each raise by a delivery rate within [`DELIVERY_WINDOW`] of the one before). The sender's queue model runs on the
-    /// estimate, so while it moves the sender needs the peer's figures sooner than the usual
+    /// Whether the link's capacity is still being found: no estimate yet and the newest packet
+    /// met a queue (the sender's [`super::tx::PROBE_MAX_QUEUE`], what its echoes count as one),
+    /// or the first estimate still rising ([`Self::ramping`]). The sender's queue model runs on
+    /// the estimate, so while it moves the sender needs the peer's figures sooner than the usual
     /// report interval.
     pub fn finding(&self, now: Instant) -> bool {
-        (self.capacity_bps <= 0.0 && self.last_queue_us >= 5_000.0)
-            || self.raised_at.is_some_and(|t| now - t <= DELIVERY_WINDOW)
+        (self.capacity_bps <= 0.0 && self.last_queue_us >= super::tx::PROBE_MAX_QUEUE.as_micros() as f64)
+            || self.ramping(now)
+    }
+
+    /// Whether the ramp of the first estimate goes on: a delivery rate raised it within the last
+    /// [`DELIVERY_WINDOW`], each raise of the ramp within that of the one before.
+    fn ramping(&self, now: Instant) -> bool {
+        self.raised_at.is_some_and(|t| now - t <= DELIVERY_WINDOW)
     }
 
     /// Capacity estimate in kbit/s for the wire.

@@ -157,6 +157,12 @@ pub struct RunLink {
 }
 
 impl LinkSpec {
+    /// The rates braid is told for this link, kbit/s (up, down): the mean rates while
+    /// `rate_known`, else none (an operator's `[[uplink]]` without `up_kbps`/`down_kbps`).
+    pub fn told_rates_kbps(&self) -> Option<(f64, f64)> {
+        self.rate_known.then(|| (self.up.rate.mean_kbps(), self.down.rate.mean_kbps()))
+    }
+
     /// The link for one run of `duration`: as given, or, for a drive-by link, with the pass
     /// realised for `seed` (association draws) and link number `index`. The simulator and the
     /// testbed emulator derive the same seed, so both meet the same pass.
