@@ -416,7 +416,19 @@ impl Session {
             slot.tx.queue_delay(now) + waited
         };
         let (target, interval) = aqm.effective(self.aqm_round_trip());
-        self.codel.should_drop(now, sojourn, target, interval)
+        let drop = self.codel.should_drop(now, sojourn, target, interval);
+        // Every judgement, to see when CoDel engages, on what sojourn and what it drops:
+        // `--log braid_proto::aqm=trace`.
+        tracing::trace!(
+            target: "braid_proto::aqm",
+            %now,
+            sojourn_us = sojourn.as_micros() as u64,
+            target_us = target.as_micros() as u64,
+            interval_us = interval.as_micros() as u64,
+            drop,
+            "aqm"
+        );
+        drop
     }
 
     /// The passengers' round trip that CoDel's target and interval follow
