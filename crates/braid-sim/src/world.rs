@@ -187,15 +187,13 @@ impl<'a> World<'a> {
             .links
             .iter()
             .enumerate()
-            .map(|(i, l)| LinkConfig {
-                weight: weights.get(i).copied().unwrap_or(1),
+            .map(|(i, l)| {
                 // 0: unknown, found from traffic (`rate_known = false`).
-                ..LinkConfig::new(
-                    LinkId(i as u8),
-                    Some(server_addr),
-                    l.told_rates_kbps().map_or(0.0, |r| r.0 * 1e3),
-                    l.told_rates_kbps().map_or(0.0, |r| r.1 * 1e3),
-                )
+                let (up, down) = l.told_rates_kbps().unwrap_or((0.0, 0.0));
+                LinkConfig {
+                    weight: weights.get(i).copied().unwrap_or(1),
+                    ..LinkConfig::new(LinkId(i as u8), Some(server_addr), up * 1e3, down * 1e3)
+                }
             })
             .collect();
         let keys = sim_keys(seed, 0);

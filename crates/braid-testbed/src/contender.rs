@@ -258,17 +258,20 @@ fn start_braid(
         .links
         .iter()
         .enumerate()
-        .map(|(i, l)| UplinkConfig {
-            name: l.name.clone(),
-            interface: uplink_dev(i),
+        .map(|(i, l)| {
             // 0: none given, the daemon finds the rate (its default).
-            up_kbps: l.told_rates_kbps().map_or(0.0, |r| r.0.max(1.0).round()),
-            down_kbps: l.told_rates_kbps().map_or(0.0, |r| r.1.max(1.0).round()),
-            weight: weights.get(i).copied().unwrap_or(1),
-            coding_budget: l.metering.coding_budget,
-            backup: l.metering.backup,
-            monthly_budget: None,
-            billing_day: 1,
+            let (up, down) = l.told_rates_kbps().map_or((0.0, 0.0), |(u, d)| (u.max(1.0).round(), d.max(1.0).round()));
+            UplinkConfig {
+                name: l.name.clone(),
+                interface: uplink_dev(i),
+                up_kbps: up,
+                down_kbps: down,
+                weight: weights.get(i).copied().unwrap_or(1),
+                coding_budget: l.metering.coding_budget,
+                backup: l.metering.backup,
+                monthly_budget: None,
+                billing_day: 1,
+            }
         })
         .collect();
     // The vehicle's tunnel address and the riders' network behind it (cryptokey routing).
