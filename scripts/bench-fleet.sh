@@ -13,11 +13,12 @@
 # The load phase's datagrams are sealed before it starts and then only sent, paced per vehicle
 # and batched (sendmmsg; FLEET_GSO=1: UDP GSO), so that the emulator costs little more than the
 # kernel's send per packet (FLEET_LOAD=live: the vehicles' sessions seal them as they go).
-# Priorities: the emulator's joining vehicles stand for other hosts, so their thread runs at
-# SCHED_IDLE while they join and idle (FLEET_SCHED=nice: at nice FLEET_NICE, default 19); vehicle
-# 0, whose round trips are measured (a ping every FLEET_PING_MS, default 5), runs in a process of
-# its own at SCHED_FIFO 10 (FLEET_PROBE_RT=0: the ordinary priority); the load phase's traffic is
-# generated at the ordinary priority.
+# Priorities: the emulator's joining vehicles stand for other hosts, so their two threads (their
+# sessions; their handshakes' key exchanges) run at SCHED_IDLE while they join and idle
+# (FLEET_SCHED=nice: at nice FLEET_NICE, default 19); vehicle 0, whose round trips are measured
+# (a ping every FLEET_PING_MS, default 5), runs in a process of its own at SCHED_FIFO 10
+# (FLEET_PROBE_RT=0: the ordinary priority); the load phase's traffic is generated at the
+# ordinary priority.
 # The run is a session of its own (setsid) whose autogroup gets nice $AUTOGROUP_NICE (default -10),
 # so that a shared machine's other work (builds) does not set the latency it measures: Linux
 # shares the cores between autogroups first, and a woken thread of an equal group waits for a busy
