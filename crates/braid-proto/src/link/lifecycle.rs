@@ -66,6 +66,16 @@ pub struct LifecycleConfig {
     pub degrade_loss: f64,
     /// A degraded link whose loss estimate falls below this is active again.
     pub recover_loss: f64,
+    /// How long an active link whose packets meet a queue must stay lossy, from when its loss
+    /// estimate first passes [`Self::degrade_loss`] until it falls below [`Self::recover_loss`],
+    /// before the link is degraded ([`Lifecycle::judge`]). A drop-tail
+    /// buffer that overflows loses a run of packets at once, and the estimate (an average over
+    /// the last few packets) spikes past the threshold and falls back within tens of packets;
+    /// a link at the fringe of its range stays lossy. Degraded on such a spike, a full uplink
+    /// sent everything to the others at once: on bench-bond's 20 + 5 Mbit/s with one CUBIC
+    /// upload, the 5 Mbit/s uplink took 200 ms of data within 2 ms when the 20 Mbit/s one
+    /// overflowed, 150 ms beyond its 50 ms buffer, and lost it in turn.
+    pub degrade_after: Duration,
     /// How long after admission a link's loss estimate is left to settle before it is judged.
     pub settle: Duration,
     /// Passenger packets wait this long for an admitted link before they are sent on whatever link
@@ -82,6 +92,7 @@ impl Default for LifecycleConfig {
             window: 10,
             degrade_loss: 0.25,
             recover_loss: 0.10,
+            degrade_after: Duration::from_millis(250),
             settle: Duration::from_secs(2),
             wait_for_link: Duration::from_secs(3),
         }
@@ -111,6 +122,9 @@ pub struct Lifecycle {
     /// Times each phase was entered.
     entered: [u32; 4],
     probes: VecDeque<ProbeRecord>,
+    /// Since when an active link's loss estimate has stood above the degrade threshold
+    /// ([`LifecycleConfig::degrade_after`]).
+    lossy_since: Option<Instant>,
 }
 
 impl Lifecycle {
@@ -118,7 +132,7 @@ impl Lifecycle {
     pub fn new(phase: Phase, now: Instant) -> Self {
         let mut entered = [0; 4];
         entered[phase.index()] = 1;
-        Lifecycle { phase, since: now, spent: [Duration::ZERO; 4], entered, probes: VecDeque::new() }
+        Lifecycle { phase, since: now, spent: [Duration::ZERO; 4], entered, probes: VecDeque::new(), lossy_since: None }
     }
 
     /// The current phase.
@@ -141,6 +155,7 @@ impl Lifecycle {
         self.entered[phase.index()] += 1;
         self.phase = phase;
         self.since = now;
+        self.lossy_since = None;
         if matches!(phase, Phase::Probing | Phase::Down) {
             self.probes.clear();
         }
@@ -214,13 +229,29 @@ impl Lifecycle {
         self.streak(now, timeout) >= cfg.admit_streak && self.quality(now, timeout, cfg.window) >= cfg.admit_quality
     }
 
-    /// An admitted link's next phase given its loss estimate (hysteresis between active and
-    /// degraded); `None` when it stays. A link admitted less than [`LifecycleConfig::settle`] ago
-    /// is not judged: its loss estimate still counts what was lost while it was away.
-    pub fn judge(&self, loss: f64, now: Instant, cfg: &LifecycleConfig) -> Option<Phase> {
+    /// An admitted link's next phase given its loss estimate at `now` (hysteresis between active
+    /// and degraded); `None` when it stays. A link admitted less than [`LifecycleConfig::settle`]
+    /// ago is not judged: its loss estimate still counts what was lost while it was away.
+    ///
+    /// `queued`: the packets that revealed the loss met a queue at the link's bottleneck, where
+    /// a drop-tail buffer overflowing is the likelier cause. Such a link is degraded only once
+    /// its estimate, having passed the threshold, has not fallen below
+    /// [`LifecycleConfig::recover_loss`] for [`LifecycleConfig::degrade_after`]: a lasting loss,
+    /// not an overflow's spike. Without a queue, a loss above the threshold degrades it at once.
+    pub fn judge(&mut self, loss: f64, queued: bool, now: Instant, cfg: &LifecycleConfig) -> Option<Phase> {
         match self.phase {
             Phase::Active if now < self.since + cfg.settle => None,
-            Phase::Active if loss > cfg.degrade_loss => Some(Phase::Degraded),
+            Phase::Active => {
+                if loss > cfg.degrade_loss {
+                    let since = *self.lossy_since.get_or_insert(now);
+                    if !queued || now >= since + cfg.degrade_after {
+                        return Some(Phase::Degraded);
+                    }
+                } else if loss < cfg.recover_loss {
+                    self.lossy_since = None;
+                }
+                None
+            }
             Phase::Degraded if loss < cfg.recover_loss => Some(Phase::Active),
             _ => None,
         }
@@ -321,12 +352,44 @@ mod tests {
     fn degradation_has_hysteresis() {
         let cfg = LifecycleConfig::default();
         let mut l = Lifecycle::new(Phase::Active, ms(0));
-        assert_eq!(l.judge(0.9, ms(1000), &cfg), None, "not judged while its estimate settles");
-        assert_eq!(l.judge(0.2, ms(3000), &cfg), None);
-        assert_eq!(l.judge(0.3, ms(3000), &cfg), Some(Phase::Degraded));
+        assert_eq!(l.judge(0.9, false, ms(1000), &cfg), None, "not judged while its estimate settles");
+        assert_eq!(l.judge(0.2, false, ms(3000), &cfg), None);
+        assert_eq!(l.judge(0.3, false, ms(3000), &cfg), Some(Phase::Degraded));
         l.enter(Phase::Degraded, ms(10));
-        assert_eq!(l.judge(0.2, ms(3000), &cfg), None, "between the thresholds it stays degraded");
-        assert_eq!(l.judge(0.05, ms(3000), &cfg), Some(Phase::Active));
+        assert_eq!(l.judge(0.2, false, ms(3000), &cfg), None, "between the thresholds it stays degraded");
+        assert_eq!(l.judge(0.05, false, ms(3000), &cfg), Some(Phase::Active));
+    }
+
+    #[test]
+    fn an_overflow_spike_does_not_degrade_a_queued_link_a_lasting_loss_does() {
+        let cfg = LifecycleConfig::default();
+        let mut l = Lifecycle::new(Phase::Active, ms(0));
+        // A full buffer's overflow: the estimate jumps to 0.63 and is back near zero a report
+        // later; again a second later.
+        for start in [3000, 4000] {
+            assert_eq!(l.judge(0.63, true, ms(start), &cfg), None);
+            assert_eq!(l.judge(0.4, true, ms(start + 20), &cfg), None);
+            assert_eq!(l.judge(0.02, true, ms(start + 100), &cfg), None);
+            assert_eq!(l.judge(0.01, true, ms(start + 400), &cfg), None, "the spike is forgotten");
+        }
+        // The same spike where nothing queued: a loss on the way, not an overflow.
+        let mut m = Lifecycle::new(Phase::Active, ms(0));
+        assert_eq!(m.judge(0.63, false, ms(3000), &cfg), Some(Phase::Degraded));
+        // A link at the fringe: its estimate wanders about 0.3, dipping under the degrade
+        // threshold but not to the recovery one, and is degraded once the spell is long enough.
+        let wander = [0.3, 0.2, 0.35, 0.24, 0.3];
+        let mut t = 6000;
+        let mut got = None;
+        for (i, &loss) in wander.iter().cycle().take(40).enumerate() {
+            t = 6000 + 20 * i as u64;
+            got = l.judge(loss, true, ms(t), &cfg);
+            if got.is_some() {
+                break;
+            }
+        }
+        assert_eq!(got, Some(Phase::Degraded));
+        // On the first judgement above the threshold once the spell is long enough.
+        assert!(ms(t) >= ms(6000) + cfg.degrade_after && ms(t) <= ms(6060) + cfg.degrade_after, "degraded at {t} ms");
     }
 
     #[test]

@@ -1104,7 +1104,14 @@ impl Session {
                     }
                     let raised = auto_over_many && self.recovery.codes_for_link(s.tx.id).unwrap_or(bulk);
                     let lifecycle = Self::lifecycle(self.cfg.lifecycle, raised);
-                    if let Some(next) = s.life.judge(s.tx.loss().max(s.rx.loss()), now, &lifecycle) {
+                    // Whether the packets that showed the larger of the two directions' losses
+                    // met a queue at the link's bottleneck (the peer's echo of what we sent, or
+                    // what we received): there a drop-tail buffer's overflow explains a spike.
+                    let min = Duration::from_micros(crate::link::CONGESTION_QUEUE_MIN as u64);
+                    let queued =
+                        if s.tx.loss() >= s.rx.loss() { s.tx.echoed_queue() >= min } else { s.rx.last_queue() >= min };
+                    let loss = s.tx.loss().max(s.rx.loss());
+                    if let Some(next) = s.life.judge(loss, queued, now, &lifecycle) {
                         tracing::debug!(link = %s.tx.id, phase = next.as_str(), "link quality changed");
                         s.life.enter(next, now);
                     }

@@ -211,6 +211,44 @@ fn a_link_degraded_by_a_burst_of_drops_is_judged_again_within_seconds() {
 }
 
 #[test]
+fn an_uplink_whose_full_buffer_overflows_is_not_drained_onto_the_other() {
+    // bench-bond's 20 + 5 Mbit/s with 50 ms tbf buffers and one CUBIC flow: the passenger keeps
+    // both buffers full, and when it grows past them a buffer drops a run of packets. The 20 Mbit/s
+    // uplink's loss estimate spiked past 25 %, it was degraded (drained), and everything went to
+    // the 5 Mbit/s one: 200 ms of data within 2 ms, 150 ms beyond its buffer, lost in turn. Here
+    // (no TCP behind the load) the drain is what is checked; the overfill it caused needs the
+    // passenger's own burst to follow.
+    let mut p = Pair::new(&[(1, 20_000.0), (1, 5_000.0)], SessionConfig::new);
+    for l in &mut p.links {
+        l.queue_limit = Some(Duration::from_millis(50));
+    }
+    p.advance(Duration::from_secs(1));
+    // Past the lifecycle's settling time, at about what the uplinks carry.
+    offer(&mut p, 23.0, 2.5);
+    let before = [p.links[0].overflows, p.links[1].overflows];
+    let phase = |p: &Pair| p.server.link_status(p.now).iter().find(|l| l.id == LinkId(0)).map(|l| l.phase);
+    // A burst well beyond the uplinks fills both buffers and overflows them, then the load falls
+    // back to what they carry.
+    let mut drained = None;
+    let mut i = 0u64;
+    for (mbps, secs) in [(45.0, 0.2), (23.0, 0.8)] {
+        let gap = Duration::from_secs_f64(1400.0 * 8.0 / (mbps * 1e6));
+        for _ in 0..(secs / gap.as_secs_f64()) as u64 {
+            p.send_down(&packet(i, 1400));
+            i += 1;
+            p.advance(gap);
+            if phase(&p) == Some(Phase::Degraded) {
+                drained.get_or_insert(p.now);
+            }
+        }
+    }
+    let lost = [p.links[0].overflows - before[0], p.links[1].overflows - before[1]];
+    assert!(lost[0] > 0, "the burst overflows the fast uplink's buffer");
+    // Before, drained at 3.66 s, 150 ms into the burst.
+    assert_eq!(drained, None, "the fast uplink was drained; overflows {lost:?}");
+}
+
+#[test]
 fn auto_keeps_a_steadily_lossy_link_that_its_coding_makes_up_for() {
     // FMTCP Table II case 3: a path that loses 20 % steadily. At the configured 25 % its noisy
     // estimate degraded it every few seconds; under a bulk load `auto` codes for its losses and,

@@ -34,6 +34,8 @@ pub struct PairLink {
     /// A drop-tail buffer, in time at `rate_bps`: a datagram that would wait longer than this
     /// to be sent is dropped, as a modem's full buffer drops it (`None`: unbounded).
     pub queue_limit: Option<Duration>,
+    /// Datagrams this link's full buffer dropped, both directions.
+    pub overflows: u64,
 }
 
 /// A datagram in flight: arrival time, launch order, direction, link, bytes.
@@ -125,6 +127,7 @@ impl Pair {
                     busy_until: [Instant::ZERO; 2],
                     up: true,
                     queue_limit: None,
+                    overflows: 0,
                 })
                 .collect(),
             in_flight: BinaryHeap::new(),
@@ -207,6 +210,7 @@ impl Pair {
         let start = l.busy_until[d].max(self.now);
         if l.queue_limit.is_some_and(|q| start - self.now > q) {
             self.dropped += 1;
+            l.overflows += 1;
             self.overflowed.push((dir, plain));
             return;
         }
