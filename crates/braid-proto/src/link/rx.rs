@@ -68,6 +68,22 @@ const STANDING_QUEUE_US: f64 = 5_000.0;
 /// spans. An average of d + δ absorbs a queue that never drains; a windowed minimum only does so
 /// once the queue has stood for the whole window.
 const FLOOR_BUCKET: Duration = Duration::from_secs(5);
+/// How fast the empty-queue delay d + δ ([`RxEstimator::owd_us`]) may rise, µs per second, when
+/// the windowed minimum of [`FLOOR_BUCKET`]s rises above it; it falls at once.
+///
+/// A passenger's CUBIC flow keeps a drop-tail buffer much deeper than the path's round trip from
+/// ever draining: after a loss it backs off by 30 %, and the queue stays at 70 % of the buffer.
+/// Once the empty-queue samples of the flow's start left the window (5-10 s in), the windowed
+/// minimum jumped by that standing queue at once: traced on bench-bond's 20 + 5 Mbit/s, the
+/// 20 Mbit/s uplink's d + δ rose 44 ms in one report, the sender's echoes then read its full
+/// 50 ms queue as 7 ms, the queue model was cut by 50 ms, the backlog braid held for room went
+/// into a buffer that had none, and both uplinks overflowed: a 0.1-0.2 s stall about 10 s into
+/// every run. LEDBAT keeps its base delay over minutes for the same reason (RFC 6817 3.4.2,
+/// BASE_HISTORY). Rising slowly, the estimate still follows a path that got longer (a
+/// handover), tens of milliseconds within tens of seconds, and a clock drift (tens of
+/// microseconds a second); a standing queue that leaks in moves it no faster, so the sender's
+/// model is corrected in steps of [`super::QUEUE_CORRECTION_MIN`], not all at once.
+const OWD_FLOOR_RISE_US_PER_S: f64 = 1_000.0;
 /// The recent peak one-way delay (queueing included) is the maximum over the last one to two of
 /// these spans: long enough to cover one queue's build-up between two reports, short enough that
 /// a drained queue stops delaying hole reports within a fifth of a second.
@@ -141,6 +157,9 @@ pub struct RxEstimator {
     capacity_bps: f64,
     /// Windowed minimum of `recv - send` (µs offsets from `owd_base`): current and previous bucket.
     floor: (f64, f64, Option<Instant>),
+    /// The floor d + δ is bounded by ([`OWD_FLOOR_RISE_US_PER_S`]): the windowed minimum, risen
+    /// to slowly (µs offset from `owd_base`), and when it was last updated.
+    owd_floor: Option<(f64, Instant)>,
     /// Windowed maximum of `recv - send` (same offsets): current and previous bucket.
     peak: (f64, f64, Option<Instant>),
     /// Windowed maximum of the queue met (µs above the floor): current and previous bucket.
@@ -201,6 +220,7 @@ impl RxEstimator {
             last_timestamp: 0,
             capacity_bps: bootstrap_bps.max(0.0),
             floor: (f64::INFINITY, f64::INFINITY, None),
+            owd_floor: None,
             peak: (f64::NEG_INFINITY, f64::NEG_INFINITY, None),
             queue_max: (0.0, 0.0, None),
             queue_max_bytes: (0.0, 0.0, None),
@@ -274,7 +294,15 @@ impl RxEstimator {
             }
         }
         *cur = cur.min(d);
-        let standing = (d - cur.min(*prev)).max(0.0);
+        let windowed = cur.min(*prev);
+        let standing = (d - windowed).max(0.0);
+        self.owd_floor = Some(match self.owd_floor {
+            Some((f, at)) if windowed > f => {
+                let rise = now.saturating_duration_since(at).as_secs_f64() * OWD_FLOOR_RISE_US_PER_S;
+                (windowed.min(f + rise), now)
+            }
+            _ => (windowed, now),
+        });
         track_max(&mut self.peak, PEAK_BUCKET, now, d);
         standing
     }
@@ -584,10 +612,14 @@ impl RxEstimator {
     /// 20 + 5 Mbit/s the busier uplink's d + δ stood 4-23 ms above the other's, the
     /// earliest-arrival rule then took the other for the slower, and for seconds at a time one
     /// uplink carried everything (18.3 Mbit/s where 23 fit). The windowed minimum is the
-    /// empty-queue delay whenever any packet met an empty queue lately, as BBR's min-RTT filter.
+    /// empty-queue delay whenever any packet met an empty queue lately, as BBR's min-RTT filter;
+    /// when none has for the whole window, the bound rises toward the new minimum only slowly
+    /// ([`OWD_FLOOR_RISE_US_PER_S`]), as a queue that never drains is no path getting longer.
     pub fn owd_us(&self) -> Option<u32> {
-        let floor = self.floor.0.min(self.floor.1);
-        let off = if floor.is_finite() { self.owd_avg.min(floor) } else { self.owd_avg };
+        let off = match self.owd_floor {
+            Some((floor, _)) if floor.is_finite() => self.owd_avg.min(floor),
+            _ => self.owd_avg,
+        };
         self.owd_base.map(|b| b.wrapping_add(off.round() as i32 as u32))
     }
 
@@ -822,6 +854,72 @@ mod tests {
         // leaves out: d + δ may read up to one transmission high, never the queue.
         let owd = e.owd_us().unwrap();
         assert!((30_000..=30_000 + tx as u32 + 2).contains(&owd), "owd {owd} µs, the empty-queue delay is 30000");
+    }
+
+    #[test]
+    fn a_queue_that_never_drains_leaks_into_the_owd_only_slowly() {
+        // Regression (bench-bond, 20 + 5 Mbit/s, one CUBIC upload): the passenger keeps the
+        // uplink's buffer 44-50 ms full for the whole run. Once the empty-queue samples of its
+        // start left the 5-10 s window, d + δ jumped by 44 ms in one report.
+        let mut e = RxEstimator::new(1e6);
+        let tx = 8_000u64; // 1000 B at 1 Mbit/s
+        let delay = 30_000u64;
+        let mut t = 0u64;
+        let mut i = 0u64;
+        let mut send = |e: &mut RxEstimator, t: u64, queue: u64| {
+            e.handle(Instant::from_micros(t + tx + delay + queue), seq::truncate(i), t as u32, 1000);
+            i += 1;
+        };
+        for _ in 0..10 {
+            send(&mut e, t, 0);
+            t += 3 * tx;
+        }
+        let empty = e.owd_us().unwrap();
+        let mut worst = 0u32;
+        // 20 s of a queue between 44 and 50 ms, a packet every 24 ms.
+        while t < 20_000_000 {
+            send(&mut e, t, 44_000 + (t / 24_000) % 7 * 1_000);
+            t += 3 * tx;
+            let rise = e.owd_us().unwrap().wrapping_sub(empty);
+            // By the time a second's rise is allowed, the window has held only queued samples
+            // for at most 20 s - 5 s.
+            // The average of quiet samples may rise to the windowed minimum, which counts the
+            // packet's own transmission (8 ms here), as before.
+            let allowed = ((t as f64 / 1e6 - 5.0).max(0.0) * OWD_FLOOR_RISE_US_PER_S) as u32 + tx as u32;
+            assert!(rise <= allowed + 1, "d + δ rose {rise} µs by {t} µs; at most {allowed}");
+            worst = worst.max(rise);
+        }
+        assert!(worst > tx as u32, "a queue that stands for 15 s and more does leak in, slowly: {worst} µs");
+    }
+
+    #[test]
+    fn a_longer_path_is_followed_and_a_shorter_one_at_once() {
+        let mut e = RxEstimator::new(1e6);
+        let tx = 8_000u64;
+        let mut seq = 0u64;
+        let mut t = 0u64;
+        let mut sparse = |e: &mut RxEstimator, t: &mut u64, delay: u64, n: u32| {
+            for _ in 0..n {
+                e.handle(Instant::from_micros(*t + tx + delay), seq::truncate(seq), *t as u32, 1000);
+                seq += 1;
+                *t += 3 * tx;
+            }
+        };
+        let floor = |e: &RxEstimator| e.owd_floor.expect("packets seen").0;
+        sparse(&mut e, &mut t, 30_000, 10);
+        let short = floor(&e);
+        // The path gets 20 ms longer (a handover), every packet still meeting an empty queue:
+        // the bound on d + δ follows once the window holds only the longer path, at its pace.
+        sparse(&mut e, &mut t, 50_000, 20_000_000 / (3 * tx as u32));
+        let risen = floor(&e) - short;
+        assert!((5_000.0..=15_000.0).contains(&risen), "{risen} µs of 20000 at 20 s");
+        sparse(&mut e, &mut t, 50_000, 20_000_000 / (3 * tx as u32));
+        assert_eq!(floor(&e) - short, 20_000.0, "followed within 40 s");
+        assert!(e.owd_us().unwrap().wrapping_sub(30_000) <= 20_000 + tx as u32);
+        // And 20 ms shorter again: the first packet shows it.
+        sparse(&mut e, &mut t, 30_000, 1);
+        assert_eq!(floor(&e), short);
+        assert!(e.owd_us().unwrap().wrapping_sub(30_000) <= tx as u32);
     }
 
     #[test]
