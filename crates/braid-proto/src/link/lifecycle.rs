@@ -122,8 +122,8 @@ pub struct Lifecycle {
     /// Times each phase was entered.
     entered: [u32; 4],
     probes: VecDeque<ProbeRecord>,
-    /// Since when an active link's loss estimate has stood above the degrade threshold
-    /// ([`LifecycleConfig::degrade_after`]).
+    /// Since when an active link's loss estimate has been lossy: it passed the degrade threshold
+    /// then, and has not fallen below the recovery one since ([`LifecycleConfig::degrade_after`]).
     lossy_since: Option<Instant>,
 }
 
