@@ -75,6 +75,9 @@ const CONGESTION_RANGES: usize = 32;
 /// A range between two data packets on one link longer than this is not taken for a
 /// congestion loss's (a link idle for a while, or counters restarted).
 const CONGESTION_RANGE_MAX: u64 = 1024;
+/// [`crate::link::CONGESTION_QUEUE_MIN`] as a duration: a packet that met this much queue met a
+/// full (or filling) bottleneck buffer.
+const CONGESTION_QUEUE: Duration = Duration::from_micros(crate::link::CONGESTION_QUEUE_MIN as u64);
 
 /// The session's timers (docs/design.md 2; quinn-proto `connection/timer.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -941,10 +944,11 @@ impl Session {
     /// Mbit/s: 28 Mbit/s for the first 5 s of a run).
     pub(crate) fn all_links_queued(&self, now: Instant, link: LinkId) -> bool {
         let newest = self.links.iter().filter_map(|s| s.last_data).max();
-        let min = Duration::from_micros(crate::link::CONGESTION_QUEUE_MIN as u64);
         self.links.iter().filter(|s| s.tx.id != link && s.tx.state != LinkState::Down).all(|s| {
             match (s.last_data, newest) {
-                (Some(at), Some(n)) if at + DATA_RECENT >= n && now < at + DATA_RECENT => s.rx.last_queue() >= min,
+                (Some(at), Some(n)) if at + DATA_RECENT >= n && now < at + DATA_RECENT => {
+                    s.rx.last_queue() >= CONGESTION_QUEUE
+                }
                 _ => true,
             }
         })
@@ -1107,9 +1111,11 @@ impl Session {
                     // Whether the packets that showed the larger of the two directions' losses
                     // met a queue at the link's bottleneck (the peer's echo of what we sent, or
                     // what we received): there a drop-tail buffer's overflow explains a spike.
-                    let min = Duration::from_micros(crate::link::CONGESTION_QUEUE_MIN as u64);
-                    let queued =
-                        if s.tx.loss() >= s.rx.loss() { s.tx.echoed_queue() >= min } else { s.rx.last_queue() >= min };
+                    let queued = if s.tx.loss() >= s.rx.loss() {
+                        s.tx.echoed_queue() >= CONGESTION_QUEUE
+                    } else {
+                        s.rx.last_queue() >= CONGESTION_QUEUE
+                    };
                     let loss = s.tx.loss().max(s.rx.loss());
                     if let Some(next) = s.life.judge(loss, queued, now, &lifecycle) {
                         tracing::debug!(link = %s.tx.id, phase = next.as_str(), "link quality changed");
