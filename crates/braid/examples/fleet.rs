@@ -317,11 +317,7 @@ impl Handshakes {
         let h = Handshakes(Arc::default());
         let queues = h.0.clone();
         std::thread::Builder::new().name("fleet-handshakes".into()).spawn(move || {
-            if idle {
-                set_policy(NormalThreadSchedulePolicy::Idle);
-            } else {
-                set_nice(nice);
-            }
+            step_aside(idle, nice);
             let (lock, ready) = &*queues;
             loop {
                 let job = {
@@ -563,6 +559,16 @@ fn set_policy(policy: NormalThreadSchedulePolicy) {
     let policy = ThreadSchedulePolicy::Normal(policy);
     if let Err(e) = set_thread_priority_and_policy(thread_native_id(), ThreadPriority::Min, policy) {
         eprintln!("fleet: cannot set this thread's policy to {policy:?}: {e:?}");
+    }
+}
+
+/// Lowers the calling thread below the server's, as the joining vehicles' threads run: to
+/// `SCHED_IDLE` (`idle`), or else to nice `nice`.
+fn step_aside(idle: bool, nice: i32) {
+    if idle {
+        set_policy(NormalThreadSchedulePolicy::Idle);
+    } else {
+        set_nice(nice);
     }
 }
 
@@ -879,11 +885,10 @@ async fn run(args: &[String]) -> Result<(), Error> {
     // This thread runs the other vehicles from here on: below the server and vehicle 0 while
     // they join and idle (Linux keeps nice values per thread, and vehicle 0's thread already
     // exists with its own).
+    step_aside(idle, fleet_nice);
     if idle {
-        set_policy(NormalThreadSchedulePolicy::Idle);
         println!("the joining vehicles' threads (sessions, handshakes) run at SCHED_IDLE");
     } else {
-        set_nice(fleet_nice);
         println!("the joining vehicles' threads (sessions, handshakes) run at nice {fleet_nice}");
     }
     let mut tasks = Vec::new();
