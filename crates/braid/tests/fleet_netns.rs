@@ -628,8 +628,9 @@ fn vehicles_added_and_removed_live_without_touching_the_others() {
 /// `SCHED_OTHER` as /proc reports a thread's policy.
 const SCHED_OTHER: u32 = 0;
 
-/// Each thread of process `pid`: its id, name and scheduling policy (field 41 of its stat).
-fn thread_policies(pid: u32) -> Vec<(u32, String, u32)> {
+/// Each thread of process `pid`: its id, name, scheduling policy and nice value (fields 41 and
+/// 19 of its stat).
+fn thread_policies(pid: u32) -> Vec<(u32, String, u32, i32)> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(format!("/proc/{pid}/task")).expect("/proc/PID/task").flatten() {
         let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
@@ -637,8 +638,10 @@ fn thread_policies(pid: u32) -> Vec<(u32, String, u32)> {
         // "tid (comm) state ...": the name may hold spaces, so the fields are counted after it.
         let (head, rest) = stat.rsplit_once(')').expect("stat");
         let comm = head.split_once('(').map_or("", |(_, c)| c).to_string();
-        let policy = rest.split_whitespace().nth(38).and_then(|p| p.parse().ok()).expect("policy field");
-        out.push((tid, comm, policy));
+        let field = |n: usize| rest.split_whitespace().nth(n - 3);
+        let policy = field(41).and_then(|p| p.parse().ok()).expect("policy field");
+        let nice = field(19).and_then(|p| p.parse().ok()).expect("nice field");
+        out.push((tid, comm, policy, nice));
     }
     out
 }
@@ -704,13 +707,18 @@ fn sessions_spread_over_workers_and_never_move() {
     };
     // Every thread of the server at the ordinary policy, the coordinator (the main thread:
     // handshakes, control) too: below the data path, it held the workers up when it was switched
-    // out holding a lock of the runtime they share (daemon/server.rs).
+    // out holding a lock of the runtime they share (daemon/server.rs). Only the handshakes'
+    // key-exchange thread, which holds none, is below the others, at nice 19.
     let server = tb.children.iter().find(|(l, _)| l == "server.log").map(|(_, c)| c.id()).expect("server");
     let policies = thread_policies(server);
-    assert!(policies.len() >= 3, "{policies:?}");
-    for (tid, comm, policy) in &policies {
+    assert!(policies.len() >= 4, "{policies:?}");
+    let main_nice = policies.iter().find(|t| t.0 == server).map(|t| t.3).expect("main thread");
+    for (tid, comm, policy, nice) in &policies {
         assert_eq!(*policy, SCHED_OTHER, "thread {tid} ({comm}) of the server: {policies:?}");
+        let want = if comm == "braid-keyx" { 19 } else { main_nice };
+        assert_eq!(*nice, want, "thread {tid} ({comm}) of the server: {policies:?}");
     }
+    assert_eq!(policies.iter().filter(|t| t.1 == "braid-keyx").count(), 1, "{policies:?}");
     let before = placement(&tb);
     assert_eq!(before.len(), 2, "{before:?}");
     assert_ne!(before[0].2, before[1].2, "the two vehicles share a worker: {before:?}");

@@ -7,17 +7,19 @@
 //! from an authentic datagram. Handshake datagrams travel on their own small queue from the
 //! socket readers to the coordinator, dropped (and counted) when it is full, so a flood of
 //! initiations cannot crowd out the sessions' traffic (WireGuard keeps handshakes on a separate
-//! queue for the same reason); the workers never wait for a handshake's X25519 operations, and the
-//! coordinator gives its core back after each handshake, so an established vehicle's packet does
-//! not wait long for a core while the coordinator computes them either.
+//! queue for the same reason). The Diffie-Hellman work of a handshake (the Noise responder's four
+//! X25519 operations, 0.15 ms at a time on a 2020s core) runs on a thread of its own at nice 19
+//! ([`KeyExchange`]), so that a worker woken by an established vehicle's packet takes the core
+//! from it at once rather than waiting for it to finish.
 //!
-//! The coordinator runs at the ordinary scheduling policy, not below the data path: it shares
-//! the runtime's locks with the workers (waking a worker's task from outside the runtime's
-//! threads, timers, I/O registrations), and a coordinator at `SCHED_IDLE` that was switched out
-//! holding one, on a host whose cores other work kept busy, held up every worker until it got a
-//! core again. With eight busy loops beside the namespace test of live vehicles, the server went
-//! silent for seconds in 3 runs of 4 (its vehicles took its uplinks down and left their sessions;
-//! `braid status` timed out), and in none of 3 at the ordinary policy.
+//! That thread holds nothing the data path waits for: it owns the responder only while it works
+//! on it, and the coordinator, which shares the runtime's locks with the workers (waking a
+//! worker's task from outside the runtime's threads, timers, I/O registrations), runs at the
+//! ordinary policy. A coordinator at `SCHED_IDLE`, switched out holding one of those locks on a
+//! host whose cores other work kept busy, held up every worker until it got a core again: with
+//! eight busy loops beside the namespace test of live vehicles the server went silent for seconds
+//! in 3 runs of 4. Nice 19 rather than `SCHED_IDLE` for the key exchanges: on a host whose cores
+//! are busy they go slowly, but they go, so vehicles still join and rekey.
 //!
 //! The coordinator here owns what all sessions share: the handshake responder (keys, cookies,
 //! replay of initiations), the list of vehicles (SIGHUP, `braid peer add|remove`), the per-vehicle
@@ -114,7 +116,9 @@ struct Server {
     sock: Arc<UdpSocket>,
     /// The handshakes' counts (the workers keep the sessions').
     counters: Counters,
-    responder: Responder,
+    /// The handshake responder, lent to [`KeyExchange`] for each handshake.
+    responder: Arc<std::sync::Mutex<Responder>>,
+    keyx: KeyExchange,
     /// Per-vehicle settings (`braid set --peer`), by `[[peer]]` name.
     overrides: HashMap<String, Override>,
 }
@@ -198,14 +202,60 @@ async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
         workers: queues,
         sock: socks[0].clone(),
         counters: Counters::default(),
-        responder,
+        responder: Arc::new(std::sync::Mutex::new(responder)),
+        keyx: KeyExchange::spawn().context("starting the handshake thread")?,
         overrides: HashMap::new(),
     };
     // This thread is the coordinator from here on, at the ordinary policy (the module's doc says
-    // why not below the data path).
+    // why not below the data path); the key exchanges' thread is below it.
     server.run(rx, hs_rx, gone_rx).await;
     tracing::info!("server stopped");
     Ok(())
+}
+
+/// The nice value of the handshakes' key-exchange thread: the lowest, below the data path.
+const KEY_EXCHANGE_NICE: i32 = 19;
+
+/// A job for the [`KeyExchange`] thread.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The thread that does the handshakes' Diffie-Hellman work, at nice [`KEY_EXCHANGE_NICE`] (the
+/// module's doc says why). On the runtime's threads at the ordinary priority, a worker that an
+/// established vehicle's packet woke was seen to wait 0.3 ms and more for its core, once per
+/// handshake, while the coordinator finished an X25519 operation: with 1,000 vehicles joining, a
+/// ping through the server waited up to 3-5 ms (the kernel's 4 ms tick at 250 Hz) where an idle
+/// server answered in 0.3. At nice 19 the kernel hands the core to the woken worker at once.
+struct KeyExchange {
+    jobs: std::sync::mpsc::Sender<Job>,
+}
+
+impl KeyExchange {
+    fn spawn() -> std::io::Result<Self> {
+        let (jobs, rx) = std::sync::mpsc::channel::<Job>();
+        std::thread::Builder::new().name("braid-keyx".into()).spawn(move || {
+            // setpriority on one thread (its id): Linux's nice values are per thread.
+            if let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), KEY_EXCHANGE_NICE) {
+                tracing::warn!(error = %e, "handshake thread: cannot lower its priority; it competes with the data path");
+            }
+            for job in rx {
+                // A job that panics (a bug) loses its handshake, not the thread: the coordinator
+                // sees its answer dropped.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+            }
+        })?;
+        Ok(KeyExchange { jobs })
+    }
+
+    /// Runs `f` on the thread; `None` if it panicked (or the thread is gone).
+    async fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+        let (tx, rx) = oneshot::channel();
+        self.jobs
+            .send(Box::new(move || {
+                let _ = tx.send(f());
+            }))
+            .ok()?;
+        rx.await.ok()
+    }
 }
 
 /// Whether to answer an initiation with a stale timestamp, given the peer's running session (id,
@@ -234,19 +284,7 @@ impl Server {
                 Some(id) = gone.recv() => self.forget(id),
                 Some(i) = hs_rx.recv() => {
                     if let Input::Datagram { from, data, .. } = i {
-                        let cookies = self.counters.cookie_replies;
-                        self.handle_handshake(self.clock.now(), from, &data).await;
-                        // One handshake (up to four X25519 operations, a tenth of a millisecond
-                        // or two) at a time: the core goes back to the data path between them.
-                        // Linux 6.x (EEVDF) does not ensure it otherwise: a worker this thread
-                        // just woke (a new session to adopt) was seen to wait a millisecond and
-                        // more while this thread went on with the next initiation, within the
-                        // time slice the scheduler lets it finish. A
-                        // cookie reply (under load) is a MAC and a seal, no key exchange: the
-                        // next datagram follows at once.
-                        if self.counters.cookie_replies == cookies {
-                            std::thread::yield_now();
-                        }
+                        self.handle_handshake(self.clock.now(), from, data).await;
                     }
                 }
             }
@@ -315,13 +353,22 @@ impl Server {
     }
 
     /// A handshake initiation: a new session, a rekey of a running one, or a cookie reply.
-    async fn handle_handshake(&mut self, now: braid_proto::Instant, from: std::net::SocketAddr, data: &[u8]) {
-        if !matches!(HandshakeKind::of(data), Ok((_, HandshakeKind::Initiation))) {
+    async fn handle_handshake(&mut self, now: braid_proto::Instant, from: std::net::SocketAddr, data: bytes::Bytes) {
+        if !matches!(HandshakeKind::of(&data), Ok((_, HandshakeKind::Initiation))) {
             self.counters.rejected.count(Reject::Malformed);
             return;
         }
-        let mut out = [0u8; 256];
-        let p = match self.responder.handle_initiation(now, from, data, &mut out) {
+        let Some((outcome, out)) = self
+            .key_exchange(move |r| {
+                let mut out = [0u8; 256];
+                let o = r.handle_initiation(now, from, &data, &mut out);
+                (o, out)
+            })
+            .await
+        else {
+            return;
+        };
+        let p = match outcome {
             Ok(InitiationOutcome::Accepted(p)) => p,
             Ok(InitiationOutcome::CookieReply(n)) => {
                 self.counters.cookie_replies += 1;
@@ -366,11 +413,21 @@ impl Server {
             id
         };
         let suite = p.suite;
-        if !p.fresh && !continued {
-            // From now on the peer's initiations need only be newer than this one.
-            self.responder.accept_stale(&p);
-        }
-        let (n, keys) = match self.responder.respond(now, p, id, continued, &mut out) {
+        let Some((response, out)) = self
+            .key_exchange(move |r| {
+                if !p.fresh && !continued {
+                    // From now on the peer's initiations need only be newer than this one.
+                    r.accept_stale(&p);
+                }
+                let mut out = [0u8; 256];
+                let response = r.respond(now, p, id, continued, &mut out);
+                (response, out)
+            })
+            .await
+        else {
+            return;
+        };
+        let (n, keys) = match response {
             Ok(x) => x,
             Err(e) => {
                 tracing::warn!(peer = %name, error = %e, "cannot write the handshake response");
@@ -404,6 +461,23 @@ impl Server {
         self.send(worker, Work::Adopt(Box::new(Adopted { id, peer, session, weights }))).await;
         self.reply(&out[..n], from).await;
         tracing::info!(peer = %name, session = format_args!("{id:04x}"), worker, %from, cipher = %suite, "new session");
+    }
+
+    /// Runs `f` on the responder on the [`KeyExchange`] thread and waits for it; `None` (logged)
+    /// if it panicked there.
+    async fn key_exchange<T: Send + 'static>(&self, f: impl FnOnce(&mut Responder) -> T + Send + 'static) -> Option<T> {
+        let responder = self.responder.clone();
+        let r = self.keyx.run(move || f(&mut responder.lock().unwrap_or_else(|e| e.into_inner()))).await;
+        if r.is_none() {
+            tracing::error!("a handshake's computation failed (a bug: please report it); the handshake is dropped");
+        }
+        r
+    }
+
+    /// The responder, for the coordinator's own changes (vehicles, load threshold); the guard is
+    /// never held across an await, so a handshake's computation never waits for it.
+    fn responder(&self) -> std::sync::MutexGuard<'_, Responder> {
+        self.responder.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Sends a handshake reply.
@@ -562,7 +636,7 @@ impl Server {
                 return;
             }
         };
-        let changes = plan(&self.peers, &self.responder, &c.peer, &keys);
+        let changes = plan(&self.peers, &self.responder(), &c.peer, &keys);
         let (removed, changed, added) = (changes.removed.len(), changes.changed.len(), changes.added.len());
         if !changes.is_empty() {
             self.apply_peer_changes(changes).await;
@@ -599,7 +673,7 @@ impl Server {
             changed,
             "settings reloaded"
         );
-        self.responder.set_load_threshold(c.handshake_load);
+        self.responder().set_load_threshold(c.handshake_load);
         self.shared.idle_s.store(c.session_idle_s, Ordering::Relaxed);
         self.cfg.session = c.session;
         self.cfg.max_sessions = c.max_sessions;
@@ -633,7 +707,7 @@ impl Server {
     /// Lists a vehicle: it may join at once, and the server routes its `allowed_ips` to it
     /// (published to the workers by the caller).
     fn admit(&mut self, entry: PeerEntry, keys: PeerConfig) -> Result<usize, DuplicateKey> {
-        let i = self.responder.add_peer(keys)?;
+        let i = self.responder().add_peer(keys)?;
         tracing::info!(peer = %entry.name, allowed_ips = ?entry.allowed_ips.0.iter().map(ToString::to_string).collect::<Vec<_>>(), "vehicle added");
         self.peers.set(i, entry);
         Ok(i)
@@ -642,7 +716,7 @@ impl Server {
     /// Unlists the vehicle at index `i`: its session ends at once (its next datagram gets an
     /// unknown-session hint, and its initiations are refused), its routes go.
     async fn end_vehicle(&mut self, i: usize) {
-        self.responder.remove_peer(i);
+        self.responder().remove_peer(i);
         let name = self.peers.remove(i).map(|e| e.name).unwrap_or_default();
         self.publish();
         let session = self.by_peer.remove(&i).and_then(|id| self.sessions.remove(&id).map(|_| id));
