@@ -40,6 +40,11 @@
 #                                             # only (taskset), so that 1 worker has one core
 #                                             # (the runtime has at least two threads, which an
 #                                             # unpinned 1-worker server spreads over both cores)
+#   SPLIT=1 ...                               # the emulator (and vehicle 0) on CPU 0, the server
+#                                             # on the others (taskset): the vehicles stand for
+#                                             # other hosts, so they take none of the server's
+#                                             # cores (on loopback the kernel's receive work for
+#                                             # what they send is then done on CPU 0 too)
 # The load phase's figures to compare across `workers` on a machine whose cores the emulator
 # shares: "Mbit/s per core" and "cores" of the server (utime + stime from /proc/PID/stat),
 # besides the absolute Mbit/s, which the emulator's share of the cores sets as much as the server.
@@ -58,6 +63,10 @@ BASELINE_FLEET=${BASELINE_FLEET:-}
 WORKERS=${WORKERS:-}
 [ "$(id -u)" = 0 ] || { echo "bench-fleet: needs root (namespace, TUN)" >&2; exit 1; }
 [ -z "$BASELINE" ] || [ -x "$BASELINE" ] || { echo "bench-fleet: BASELINE $BASELINE is not an executable" >&2; exit 1; }
+if [ "${SPLIT:-0}" = 1 ]; then
+  [ "${PIN:-0}" != 1 ] || { echo "bench-fleet: SPLIT=1 and PIN=1 both place the server; set one" >&2; exit 1; }
+  [ "$(nproc)" -ge 2 ] || { echo "bench-fleet: SPLIT=1 needs at least 2 CPUs" >&2; exit 1; }
+fi
 [ -z "$BASELINE_FLEET" ] || [ -x "$BASELINE_FLEET" ] || { echo "bench-fleet: BASELINE_FLEET $BASELINE_FLEET is not an executable" >&2; exit 1; }
 NS=bfleet-$$
 TMP=$(mktemp -d)
@@ -169,9 +178,12 @@ for r in $(seq "$ROUNDS"); do
     write_config "$ALLOWED" "$w"
     cpus=""
     [ "${PIN:-0}" != 1 ] || cpus=0-$((${w:-1} - 1))
+    [ "${SPLIT:-0}" != 1 ] || cpus=1-$(($(nproc) - 1))
+    epin=()
+    [ "${SPLIT:-0}" != 1 ] || epin=(taskset -c 0)
     start_server "$bin" "$cpus" || { cat "$TMP/server.log" >&2; exit 1; }
-    echo "--- r$r $label${w:+ workers=$w}${cpus:+ on CPUs $cpus} ($bin, $fleet); load average $(cut -d' ' -f1-3 /proc/loadavg)"
-    ip netns exec "$NS" "$fleet" run 127.0.0.1:7700 "$PUB" "$N" "$SERVER_PID" "$TMP/server.sock" "$LOAD" "$MBIT" "$SECS" \
+    echo "--- r$r $label${w:+ workers=$w}${cpus:+ on CPUs $cpus}${epin:+, emulator on CPU 0} ($bin, $fleet); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+    ip netns exec "$NS" "${epin[@]}" "$fleet" run 127.0.0.1:7700 "$PUB" "$N" "$SERVER_PID" "$TMP/server.sock" "$LOAD" "$MBIT" "$SECS" \
       || { echo "bench-fleet: the emulator failed; server log:" >&2; tail -20 "$TMP/server.log" >&2; }
     stop_server
     sleep 1
