@@ -258,6 +258,13 @@ impl KeyExchange {
     }
 }
 
+/// Locks the responder for the coordinator or the [`KeyExchange`] thread; one that panicked
+/// holding it (a bug, logged by `Server::key_exchange`) leaves it usable, as the next
+/// handshake needs it.
+fn lock(responder: &std::sync::Mutex<Responder>) -> std::sync::MutexGuard<'_, Responder> {
+    responder.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Whether to answer an initiation with a stale timestamp, given the peer's running session (id,
 /// last authentic datagram) if any and the session the initiation asks to continue.
 fn answer_stale(running: Option<(u32, braid_proto::Instant)>, wanted: u32, now: braid_proto::Instant) -> bool {
@@ -467,7 +474,7 @@ impl Server {
     /// if it panicked there.
     async fn key_exchange<T: Send + 'static>(&self, f: impl FnOnce(&mut Responder) -> T + Send + 'static) -> Option<T> {
         let responder = self.responder.clone();
-        let r = self.keyx.run(move || f(&mut responder.lock().unwrap_or_else(|e| e.into_inner()))).await;
+        let r = self.keyx.run(move || f(&mut lock(&responder))).await;
         if r.is_none() {
             tracing::error!("a handshake's computation failed (a bug: please report it); the handshake is dropped");
         }
@@ -477,7 +484,7 @@ impl Server {
     /// The responder, for the coordinator's own changes (vehicles, load threshold); the guard is
     /// never held across an await, so a handshake's computation never waits for it.
     fn responder(&self) -> std::sync::MutexGuard<'_, Responder> {
-        self.responder.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.responder)
     }
 
     /// Sends a handshake reply.
