@@ -76,6 +76,16 @@ pub struct LifecycleConfig {
     /// upload, the 5 Mbit/s uplink took 200 ms of data within 2 ms when the 20 Mbit/s one
     /// overflowed, 150 ms beyond its 50 ms buffer, and lost it in turn.
     pub degrade_after: Duration,
+    /// Packets a queued link's loss estimate must have judged since it turned lossy (in the
+    /// lossier direction, received or found missing), besides [`Self::degrade_after`], before the
+    /// link is degraded. After an overflow the split stops feeding a link whose modelled queue is
+    /// deep, and an estimate that sees no packets cannot fall: when one uplink of 20 + 20 Mbit/s
+    /// fell to 2 Mbit/s (bench-bond's drop case), its estimate stood at 0.37-0.80 for 250 ms with
+    /// hardly a packet sent, it was degraded in 8 runs of 8 for up to a second, and the passengers'
+    /// BBR, pacing at what the other uplink alone delivered, took up to 2.3 s to use it again.
+    /// Twice the estimate's reach (1/8 a packet) lets one at 0.57 fall below the recovery
+    /// threshold on good packets.
+    pub degrade_packets: u64,
     /// How long after admission a link's loss estimate is left to settle before it is judged.
     pub settle: Duration,
     /// Passenger packets wait this long for an admitted link before they are sent on whatever link
@@ -93,6 +103,7 @@ impl Default for LifecycleConfig {
             degrade_loss: 0.25,
             recover_loss: 0.10,
             degrade_after: Duration::from_millis(250),
+            degrade_packets: 16,
             settle: Duration::from_secs(2),
             wait_for_link: Duration::from_secs(3),
         }
@@ -102,6 +113,42 @@ impl Default for LifecycleConfig {
 /// Probes on their way remembered besides [`LifecycleConfig::window`]'s judged ones: 64 at the
 /// 100 ms probing period admit a link of up to a 6.4 s round trip.
 const MAX_IN_FLIGHT_PROBES: usize = 64;
+
+/// How far a link's two loss estimates have got, for [`Lifecycle::judge`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Evidence {
+    /// Packets judged by each direction's loss estimate so far (what we sent and the peer has
+    /// confirmed up to, what we received up to), received or found missing: a count that only
+    /// grows.
+    pub judged: [u64; 2],
+    /// Which direction the loss that is judged is in: 0 what we send, 1 what we receive.
+    pub lossier: usize,
+    /// When that direction was last found carrying less than was sent into it (its capacity
+    /// estimate cut to less than half, or the sender's queue model corrected upward): what the
+    /// link lost until then, while the old estimate sent too much into it, was the overflow of
+    /// a link that had got slower, not a sign of a link at the fringe.
+    pub overfilled_at: Option<Instant>,
+}
+
+/// A link found lossy: since when, how far its loss estimates had got then, and whether the
+/// packets that showed the loss met a queue.
+#[derive(Debug, Clone, Copy)]
+struct Lossy {
+    /// When the spell began, or was last started over ([`Evidence::overfilled_at`]).
+    since: Instant,
+    /// When it first began: it starts over only within [`EXPLAINED_FOR`] of this.
+    first: Instant,
+    judged: [u64; 2],
+    /// Some packet that showed this spell's loss met a queue. Kept for the spell: once an
+    /// overflowed buffer has drained, the next packets meet no queue while the estimate still
+    /// counts the overflow's losses, and judged by them alone the link was degraded at once (in
+    /// bench-bond's drop case, with the estimate at 0.63-0.87).
+    queued: bool,
+}
+
+/// How long into a lossy spell an overfilled link starts it over: a link whose queue model keeps
+/// being corrected upward while it loses is degraded at most this much later than otherwise.
+const EXPLAINED_FOR: Duration = Duration::from_secs(1);
 
 /// One probe sent: its id, when, and whether its reply came back.
 #[derive(Debug, Clone, Copy)]
@@ -123,8 +170,9 @@ pub struct Lifecycle {
     entered: [u32; 4],
     probes: VecDeque<ProbeRecord>,
     /// Since when an active link's loss estimate has been lossy: it passed the degrade threshold
-    /// then, and has not fallen below the recovery one since ([`LifecycleConfig::degrade_after`]).
-    lossy_since: Option<Instant>,
+    /// then (or its capacity estimate was cut since), and has not fallen below the recovery one
+    /// since ([`LifecycleConfig::degrade_after`], [`LifecycleConfig::degrade_packets`]).
+    lossy: Option<Lossy>,
 }
 
 impl Lifecycle {
@@ -132,7 +180,7 @@ impl Lifecycle {
     pub fn new(phase: Phase, now: Instant) -> Self {
         let mut entered = [0; 4];
         entered[phase.index()] = 1;
-        Lifecycle { phase, since: now, spent: [Duration::ZERO; 4], entered, probes: VecDeque::new(), lossy_since: None }
+        Lifecycle { phase, since: now, spent: [Duration::ZERO; 4], entered, probes: VecDeque::new(), lossy: None }
     }
 
     /// The current phase.
@@ -155,7 +203,7 @@ impl Lifecycle {
         self.entered[phase.index()] += 1;
         self.phase = phase;
         self.since = now;
-        self.lossy_since = None;
+        self.lossy = None;
         if matches!(phase, Phase::Probing | Phase::Down) {
             self.probes.clear();
         }
@@ -236,19 +284,37 @@ impl Lifecycle {
     /// `queued`: the packets that revealed the loss met a queue at the link's bottleneck, where
     /// a drop-tail buffer overflowing is the likelier cause. Such a link is degraded only once
     /// its estimate, having passed the threshold, has not fallen below
-    /// [`LifecycleConfig::recover_loss`] for [`LifecycleConfig::degrade_after`]: a lasting loss,
-    /// not an overflow's spike. Without a queue, a loss above the threshold degrades it at once.
-    pub fn judge(&mut self, loss: f64, queued: bool, now: Instant, cfg: &LifecycleConfig) -> Option<Phase> {
+    /// [`LifecycleConfig::recover_loss`] for [`LifecycleConfig::degrade_after`] and over
+    /// [`LifecycleConfig::degrade_packets`] judged packets: a lasting loss, not an overflow's
+    /// spike. The link found overfilled (`ev.overfilled_at`) starts that over, within
+    /// [`EXPLAINED_FOR`] of the spell's beginning: the overflow before it is explained. Without a queue, a loss above the threshold degrades it at once.
+    pub fn judge(
+        &mut self,
+        loss: f64,
+        queued: bool,
+        ev: Evidence,
+        now: Instant,
+        cfg: &LifecycleConfig,
+    ) -> Option<Phase> {
         match self.phase {
             Phase::Active if now < self.since + cfg.settle => None,
             Phase::Active => {
                 if loss > cfg.degrade_loss {
-                    let since = *self.lossy_since.get_or_insert(now);
-                    if !queued || now >= since + cfg.degrade_after {
+                    let lossy = match self.lossy {
+                        Some(l) if ev.overfilled_at.is_some_and(|c| c > l.since) && now < l.first + EXPLAINED_FOR => {
+                            // Explained by the overfill since it began: starts over.
+                            self.lossy.insert(Lossy { since: now, judged: ev.judged, queued: l.queued || queued, ..l })
+                        }
+                        Some(l) => self.lossy.insert(Lossy { queued: l.queued || queued, ..l }),
+                        None => self.lossy.insert(Lossy { since: now, first: now, judged: ev.judged, queued }),
+                    };
+                    let d = ev.lossier.min(1);
+                    let judged = ev.judged[d].saturating_sub(lossy.judged[d]);
+                    if !lossy.queued || (now >= lossy.since + cfg.degrade_after && judged >= cfg.degrade_packets) {
                         return Some(Phase::Degraded);
                     }
                 } else if loss < cfg.recover_loss {
-                    self.lossy_since = None;
+                    self.lossy = None;
                 }
                 None
             }
@@ -267,6 +333,11 @@ mod tests {
     }
 
     const TIMEOUT: Duration = Duration::from_millis(300);
+
+    /// Loss estimates that have judged `n` packets of what we send.
+    fn ev(n: u64) -> Evidence {
+        Evidence { judged: [n, 0], lossier: 0, overfilled_at: None }
+    }
 
     #[test]
     fn admitted_only_after_a_streak_of_good_probes() {
@@ -352,12 +423,12 @@ mod tests {
     fn degradation_has_hysteresis() {
         let cfg = LifecycleConfig::default();
         let mut l = Lifecycle::new(Phase::Active, ms(0));
-        assert_eq!(l.judge(0.9, false, ms(1000), &cfg), None, "not judged while its estimate settles");
-        assert_eq!(l.judge(0.2, false, ms(3000), &cfg), None);
-        assert_eq!(l.judge(0.3, false, ms(3000), &cfg), Some(Phase::Degraded));
+        assert_eq!(l.judge(0.9, false, ev(0), ms(1000), &cfg), None, "not judged while its estimate settles");
+        assert_eq!(l.judge(0.2, false, ev(0), ms(3000), &cfg), None);
+        assert_eq!(l.judge(0.3, false, ev(0), ms(3000), &cfg), Some(Phase::Degraded));
         l.enter(Phase::Degraded, ms(10));
-        assert_eq!(l.judge(0.2, false, ms(3000), &cfg), None, "between the thresholds it stays degraded");
-        assert_eq!(l.judge(0.05, false, ms(3000), &cfg), Some(Phase::Active));
+        assert_eq!(l.judge(0.2, false, ev(0), ms(3000), &cfg), None, "between the thresholds it stays degraded");
+        assert_eq!(l.judge(0.05, false, ev(0), ms(3000), &cfg), Some(Phase::Active));
     }
 
     #[test]
@@ -367,14 +438,14 @@ mod tests {
         // A full buffer's overflow: the estimate jumps to 0.63 and is back near zero a report
         // later; again a second later.
         for start in [3000, 4000] {
-            assert_eq!(l.judge(0.63, true, ms(start), &cfg), None);
-            assert_eq!(l.judge(0.4, true, ms(start + 20), &cfg), None);
-            assert_eq!(l.judge(0.02, true, ms(start + 100), &cfg), None);
-            assert_eq!(l.judge(0.01, true, ms(start + 400), &cfg), None, "the spike is forgotten");
+            assert_eq!(l.judge(0.63, true, ev(start), ms(start), &cfg), None);
+            assert_eq!(l.judge(0.4, true, ev(start + 20), ms(start + 20), &cfg), None);
+            assert_eq!(l.judge(0.02, true, ev(start + 100), ms(start + 100), &cfg), None);
+            assert_eq!(l.judge(0.01, true, ev(start + 400), ms(start + 400), &cfg), None, "the spike is forgotten");
         }
         // The same spike where nothing queued: a loss on the way, not an overflow.
         let mut m = Lifecycle::new(Phase::Active, ms(0));
-        assert_eq!(m.judge(0.63, false, ms(3000), &cfg), Some(Phase::Degraded));
+        assert_eq!(m.judge(0.63, false, ev(0), ms(3000), &cfg), Some(Phase::Degraded));
         // A link at the fringe: its estimate wanders about 0.3, dipping under the degrade
         // threshold but not to the recovery one, and is degraded once the spell is long enough.
         let wander = [0.3, 0.2, 0.35, 0.24, 0.3];
@@ -382,7 +453,8 @@ mod tests {
         let mut got = None;
         for (i, &loss) in wander.iter().cycle().take(40).enumerate() {
             t = 6000 + 20 * i as u64;
-            got = l.judge(loss, true, ms(t), &cfg);
+            // A packet every millisecond: the estimate judges plenty.
+            got = l.judge(loss, true, ev(t), ms(t), &cfg);
             if got.is_some() {
                 break;
             }
@@ -390,6 +462,64 @@ mod tests {
         assert_eq!(got, Some(Phase::Degraded));
         // On the first judgement above the threshold once the spell is long enough.
         assert!(ms(t) >= ms(6000) + cfg.degrade_after && ms(t) <= ms(6060) + cfg.degrade_after, "degraded at {t} ms");
+    }
+
+    #[test]
+    fn a_lossy_link_is_degraded_only_on_packets_judged_and_a_capacity_cut_starts_over() {
+        let cfg = LifecycleConfig::default();
+        let at =
+            |judged: u64, cut: Option<u64>| Evidence { judged: [judged, 0], lossier: 0, overfilled_at: cut.map(ms) };
+        // An uplink that got ten times slower: its estimate jumps on the overflow, and the split,
+        // seeing a deep modelled queue, sends it nothing for a second.
+        let mut l = Lifecycle::new(Phase::Active, ms(0));
+        assert_eq!(l.judge(0.57, true, at(1000, None), ms(3000), &cfg), None);
+        for t in (3020..4000).step_by(20) {
+            assert_eq!(l.judge(0.5, true, at(1005, None), ms(t), &cfg), None, "degraded at {t} ms on no packets");
+        }
+        // Packets again, and still lossy over 16 of them: a lasting loss.
+        assert_eq!(l.judge(0.5, true, at(1016, None), ms(4000), &cfg), Some(Phase::Degraded));
+
+        // The receive direction's count is what counts when that direction is the lossier.
+        let mut r = Lifecycle::new(Phase::Active, ms(0));
+        let rx = |tx: u64, rx: u64| Evidence { judged: [tx, rx], lossier: 1, overfilled_at: None };
+        assert_eq!(r.judge(0.5, true, rx(0, 500), ms(3000), &cfg), None);
+        assert_eq!(r.judge(0.5, true, rx(900, 510), ms(3300), &cfg), None, "what we sent is not evidence");
+        assert_eq!(r.judge(0.5, true, rx(900, 516), ms(3320), &cfg), Some(Phase::Degraded));
+
+        // Its estimate cut to less than half 150 ms into the spell: what it lost before the cut
+        // was the old estimate's overflow, and the spell starts over from the next judgement.
+        let mut c = Lifecycle::new(Phase::Active, ms(0));
+        assert_eq!(c.judge(0.6, true, at(0, None), ms(3000), &cfg), None);
+        assert_eq!(c.judge(0.6, true, at(200, Some(3150)), ms(3200), &cfg), None);
+        assert_eq!(
+            c.judge(0.4, true, at(220, Some(3150)), ms(3300), &cfg),
+            None,
+            "250 ms since the cut's judgement have not passed"
+        );
+        assert_eq!(c.judge(0.4, true, at(240, Some(3150)), ms(3460), &cfg), Some(Phase::Degraded));
+        // Found overfilled again and again (its queue model corrected upward every 100 ms) while
+        // it keeps losing: started over only within the first second of the spell.
+        let mut k = Lifecycle::new(Phase::Active, ms(0));
+        let mut got = None;
+        for (i, t) in (3000..6000).step_by(100).enumerate() {
+            got = k.judge(0.5, true, at(40 * i as u64, Some(t - 1)), ms(t), &cfg);
+            if got.is_some() {
+                assert!((3000 + 900 + 250..=3000 + 1000 + 350).contains(&t), "degraded at {t} ms");
+                break;
+            }
+        }
+        assert_eq!(got, Some(Phase::Degraded), "an overfill that never ends shields the link for ever");
+        // Once the overflowed buffer has drained, the packets meet no queue while the estimate
+        // still counts the overflow: the spell is still an overflow's, until it ends.
+        let mut o = Lifecycle::new(Phase::Active, ms(0));
+        assert_eq!(o.judge(0.8, true, at(0, None), ms(3000), &cfg), None);
+        assert_eq!(o.judge(0.75, false, at(5, None), ms(3100), &cfg), None, "degraded on a drained queue");
+        assert_eq!(o.judge(0.7, false, at(10, None), ms(3300), &cfg), None);
+        assert_eq!(o.judge(0.05, false, at(40, None), ms(3400), &cfg), None);
+        assert_eq!(o.judge(0.3, false, at(45, None), ms(3500), &cfg), Some(Phase::Degraded), "a new spell, no queue");
+        // A cut does not shield a link whose packets did not meet a queue.
+        let mut q = Lifecycle::new(Phase::Active, ms(0));
+        assert_eq!(q.judge(0.6, false, at(0, Some(2990)), ms(3000), &cfg), Some(Phase::Degraded));
     }
 
     #[test]

@@ -9,7 +9,7 @@ mod meter;
 mod rx;
 mod tx;
 
-pub use lifecycle::{Lifecycle, LifecycleConfig, Phase};
+pub use lifecycle::{Evidence, Lifecycle, LifecycleConfig, Phase};
 pub use meter::{BACKUP_KEEPALIVE, CODING_CREDIT_CAP, CodingMeter, Metering, MeteringError};
 pub use rx::{CONGESTION_QUEUE_MIN, RxEstimator, RxSample};
 pub use tx::{

@@ -177,6 +177,8 @@ pub struct RxEstimator {
     delivered_bits: u64,
     /// When a delivery rate last raised the estimate in the ramp from none ([`RxEstimator::finding`]).
     raised_at: Option<Instant>,
+    /// When the capacity estimate was last cut to less than half (lifecycle.rs's `Evidence`).
+    cut_at: Option<Instant>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -231,6 +233,7 @@ impl RxEstimator {
             delivered: VecDeque::new(),
             delivered_bits: 0,
             raised_at: None,
+            cut_at: None,
         }
     }
 
@@ -410,7 +413,7 @@ impl RxEstimator {
             && now - start >= length
         {
             let done = std::mem::take(iv);
-            self.close_interval(&done);
+            self.close_interval(now, &done);
         }
         let iv = &mut self.interval;
         if iv.start.is_none() {
@@ -483,7 +486,7 @@ impl RxEstimator {
         Duration::from_micros((s * 1e6).round() as u64)
     }
 
-    fn close_interval(&mut self, iv: &Interval) {
+    fn close_interval(&mut self, now: Instant, iv: &Interval) {
         if iv.start.is_none() {
             return;
         }
@@ -557,6 +560,9 @@ impl RxEstimator {
             let before = self.capacity_bps;
             self.capacity_bps = self.streak[CAPACITY_STREAK / 2];
             self.streak.clear();
+            if self.capacity_bps < before / 2.0 {
+                self.cut_at = Some(now);
+            }
             // Which test let the last sample count tells an operator why a link's estimate moved.
             tracing::debug!(
                 from_kbps = before / 1e3,
@@ -577,6 +583,17 @@ impl RxEstimator {
     /// Current loss estimate (probability).
     pub fn loss(&self) -> f64 {
         self.loss
+    }
+
+    /// Packets the loss estimate has judged: everything up to the highest link sequence number
+    /// received, received or found missing.
+    pub fn judged(&self) -> u64 {
+        self.highest.map_or(0, |h| h + 1)
+    }
+
+    /// When the capacity estimate was last cut to less than half.
+    pub fn capacity_cut_at(&self) -> Option<Instant> {
+        self.cut_at
     }
 
     /// Current capacity estimate, bit/s (0 when unknown).

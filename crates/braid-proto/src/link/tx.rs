@@ -176,6 +176,8 @@ struct Sent {
     wire_ts: u32,
     at: Instant,
     queue_us: f64,
+    /// Its link sequence number.
+    seq: u64,
 }
 
 /// The sender's view of one link.
@@ -238,6 +240,12 @@ pub struct TxLink {
     /// The estimate the peer reported last, bit/s: the highest estimate counts only what two
     /// reports in a row stood at.
     last_reported: f64,
+    /// One past the link sequence number of the newest send the peer confirmed: what its loss
+    /// estimate has judged (lifecycle.rs's `Evidence`).
+    confirmed_seq: u64,
+    /// When the link was last found carrying less than we sent into it: the peer's estimate cut
+    /// to less than half, or the queue model corrected upward.
+    overfilled_at: Option<Instant>,
     /// The highest estimate the peer reported over the last one to two [`PEAK_BUCKET`]s
     /// (current bucket, previous bucket, bucket start).
     peak: (f64, f64, Option<Instant>),
@@ -299,6 +307,8 @@ impl TxLink {
             startup: bootstrap_bps <= 0.0,
             restore_grew: false,
             last_reported: 0.0,
+            confirmed_seq: 0,
+            overfilled_at: None,
             peak: (f64::NEG_INFINITY, f64::NEG_INFINITY, None),
             beside_next: now,
             echoed_queue_us: 0,
@@ -722,7 +732,12 @@ impl TxLink {
         if self.sends.len() == SEND_LOG {
             self.sends.pop_front();
         }
-        self.sends.push_back(Sent { wire_ts: now.wire_timestamp(), at: now, queue_us: self.queue_us });
+        self.sends.push_back(Sent {
+            wire_ts: now.wire_timestamp(),
+            at: now,
+            queue_us: self.queue_us,
+            seq: self.next_seq,
+        });
         self.last_send = Some(now);
         if confirmable && self.first_unconfirmed.is_none() {
             self.first_unconfirmed = Some(now);
@@ -798,6 +813,9 @@ impl TxLink {
         self.queue_us = (self.queue_left_us(now) + error).max(0.0);
         self.queue_at = now;
         self.corrected_at = self.last_send.or(Some(now));
+        if error > 0.0 {
+            self.overfilled_at = Some(now);
+        }
         if error < 0.0 {
             self.drains_faster_at = Some(now);
             if !self.echo_shows_queue() {
@@ -861,6 +879,8 @@ impl TxLink {
                 // estimate just doubled still looked as full as at the old rate.
                 self.queue_us = self.queue_left_us(now) * old / new;
                 self.queue_at = now;
+            } else if new < old / 2.0 && self.last_reported > 0.0 {
+                self.overfilled_at = Some(now);
             }
             self.capacity_bps = new;
             // A single report overshooting (a busy host's receive batching made a 5 Mbit/s
@@ -873,6 +893,27 @@ impl TxLink {
         if owd_us.is_some() {
             self.owd_us = owd_us;
         }
+    }
+
+    /// The peer's report echoes the send at `echo_ts` (our wire clock): its loss estimate has
+    /// judged everything we sent on the link up to it.
+    pub fn on_echo(&mut self, echo_ts: u32) {
+        if let Some(sent) = self.sends.iter().rev().find(|s| s.wire_ts == echo_ts) {
+            self.confirmed_seq = self.confirmed_seq.max(sent.seq + 1);
+        }
+    }
+
+    /// Packets the peer's loss estimate has judged, received or found missing: up to the newest
+    /// send it echoed.
+    pub fn judged(&self) -> u64 {
+        self.confirmed_seq
+    }
+
+    /// When the link was last found carrying less than we sent into it (its capacity estimate
+    /// cut to less than half, or its queue model corrected upward): what it lost until then
+    /// overflowed from our own sending.
+    pub fn overfilled_at(&self) -> Option<Instant> {
+        self.overfilled_at
     }
 
     /// The peer confirms it received what we sent on this link at `sent_at` (our clock).

@@ -1111,14 +1111,27 @@ impl Session {
                     // Whether the packets that showed the larger of the two directions' losses
                     // met a queue at the link's bottleneck (the peer's echo of what we sent, or
                     // what we received): there a drop-tail buffer's overflow explains a spike.
-                    let queued = if s.tx.loss() >= s.rx.loss() {
+                    let tx_lossier = s.tx.loss() >= s.rx.loss();
+                    let queued = if tx_lossier {
                         s.tx.echoed_queue() >= CONGESTION_QUEUE
                     } else {
                         s.rx.last_queue() >= CONGESTION_QUEUE
                     };
                     let loss = s.tx.loss().max(s.rx.loss());
-                    if let Some(next) = s.life.judge(loss, queued, now, &lifecycle) {
-                        tracing::debug!(link = %s.tx.id, phase = next.as_str(), "link quality changed");
+                    let ev = crate::link::Evidence {
+                        judged: [s.tx.judged(), s.rx.judged()],
+                        lossier: usize::from(!tx_lossier),
+                        overfilled_at: if tx_lossier { s.tx.overfilled_at() } else { s.rx.capacity_cut_at() },
+                    };
+                    if let Some(next) = s.life.judge(loss, queued, ev, now, &lifecycle) {
+                        tracing::debug!(
+                            link = %s.tx.id,
+                            phase = next.as_str(),
+                            tx_loss = s.tx.loss(),
+                            rx_loss = s.rx.loss(),
+                            queued,
+                            "link quality changed"
+                        );
                         s.life.enter(next, now);
                     }
                 }
