@@ -773,6 +773,7 @@ impl TxLink {
     /// it faster than the estimate, and the peer's delivery rate raises the estimate at once.
     pub fn check_queue(&mut self, now: Instant, echo_ts: u32, measured_us: i64) -> bool {
         let Some(sent) = self.sends.iter().rev().find(|s| s.wire_ts == echo_ts).copied() else { return false };
+        self.confirmed_seq = self.confirmed_seq.max(sent.seq + 1);
         self.echoed_queue_us = measured_us;
         self.peak_queue_us = self.peak_queue_us.max(measured_us);
         // A queue on a link the peer has measured: its pipe has been full, and the peer measures
@@ -896,7 +897,8 @@ impl TxLink {
     }
 
     /// The peer's report echoes the send at `echo_ts` (our wire clock): its loss estimate has
-    /// judged everything we sent on the link up to it.
+    /// judged everything we sent on the link up to it. [`Self::check_queue`] counts its echo
+    /// itself, from the same lookup; this is for a report with no queue to check.
     pub fn on_echo(&mut self, echo_ts: u32) {
         if let Some(sent) = self.sends.iter().rev().find(|s| s.wire_ts == echo_ts) {
             self.confirmed_seq = self.confirmed_seq.max(sent.seq + 1);

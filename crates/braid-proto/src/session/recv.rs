@@ -223,8 +223,9 @@ impl Session {
             // (d + δ), the queue it met.
             let arrived = sent_ts.wrapping_sub(r.echo_delay_us);
             let queued = i64::from(arrived.wrapping_sub(r.echo_timestamp).wrapping_sub(r.owd_us) as i32);
-            slot.tx.on_echo(r.echo_timestamp);
-            if r.owd_us != 0 && slot.tx.check_queue(now, r.echo_timestamp, queued) {
+            if r.owd_us == 0 {
+                slot.tx.on_echo(r.echo_timestamp);
+            } else if slot.tx.check_queue(now, r.echo_timestamp, queued) {
                 slot.counters.queue_corrections += 1;
             }
             slot.rx.bootstrap(f64::from(r.reverse_hint_kbps) * 1000.0);

@@ -18,6 +18,21 @@ fn cfg(recovery: RecoveryKind, scheduler: SchedulerKind) -> impl Fn(Role) -> Ses
     }
 }
 
+/// The server's view of link `id`'s phase.
+fn server_phase(p: &Pair, id: u8) -> Option<Phase> {
+    p.server.link_status(p.now).iter().find(|l| l.id == LinkId(id)).map(|l| l.phase)
+}
+
+/// A pair over links of (one-way delay ms, rate kbit/s) with the default configuration, each
+/// link's buffer holding 50 ms at its rate, as bench-bond's `tbf` uplinks.
+fn pair_with_50ms_buffers(links: &[(u64, f64)]) -> Pair {
+    let mut p = Pair::new(links, SessionConfig::new);
+    for l in &mut p.links {
+        l.queue_limit = Some(Duration::from_millis(50));
+    }
+    p
+}
+
 /// Offers `mbps` downstream in 1400-byte packets for `secs`; returns the packets offered.
 fn offer(p: &mut Pair, mbps: f64, secs: f64) -> u64 {
     let gap = Duration::from_secs_f64(1400.0 * 8.0 / (mbps * 1e6));
@@ -200,10 +215,9 @@ fn a_link_degraded_by_a_burst_of_drops_is_judged_again_within_seconds() {
     p.drop = Box::new(|dir, link, n, _| dir == Dir::Down && link == LinkId(0) && n % 2 == 0);
     offer(&mut p, 4.0, 1.0);
     p.drop = Box::new(|_, _, _, _| false);
-    let phase = |p: &Pair| p.server.link_status(p.now).iter().find(|l| l.id == LinkId(0)).map(|l| l.phase);
-    assert_eq!(phase(&p), Some(Phase::Degraded), "the drops degrade the link");
+    assert_eq!(server_phase(&p, 0), Some(Phase::Degraded), "the drops degrade the link");
     let mut waited = Duration::ZERO;
-    while phase(&p) == Some(Phase::Degraded) && waited < Duration::from_secs(20) {
+    while server_phase(&p, 0) == Some(Phase::Degraded) && waited < Duration::from_secs(20) {
         offer(&mut p, 4.0, 0.1);
         waited += Duration::from_millis(100);
     }
@@ -218,15 +232,11 @@ fn an_uplink_whose_full_buffer_overflows_is_not_drained_onto_the_other() {
     // the 5 Mbit/s one: 200 ms of data within 2 ms, 150 ms beyond its buffer, lost in turn. Here
     // (no TCP behind the load) the drain is what is checked; the overfill it caused needs the
     // passenger's own burst to follow.
-    let mut p = Pair::new(&[(1, 20_000.0), (1, 5_000.0)], SessionConfig::new);
-    for l in &mut p.links {
-        l.queue_limit = Some(Duration::from_millis(50));
-    }
+    let mut p = pair_with_50ms_buffers(&[(1, 20_000.0), (1, 5_000.0)]);
     p.advance(Duration::from_secs(1));
     // Past the lifecycle's settling time, at about what the uplinks carry.
     offer(&mut p, 23.0, 2.5);
     let before = [p.links[0].overflows, p.links[1].overflows];
-    let phase = |p: &Pair| p.server.link_status(p.now).iter().find(|l| l.id == LinkId(0)).map(|l| l.phase);
     // A burst well beyond the uplinks fills both buffers and overflows them, then the load falls
     // back to what they carry.
     let mut drained = None;
@@ -237,7 +247,7 @@ fn an_uplink_whose_full_buffer_overflows_is_not_drained_onto_the_other() {
             p.send_down(&packet(i, 1400));
             i += 1;
             p.advance(gap);
-            if phase(&p) == Some(Phase::Degraded) {
+            if server_phase(&p, 0) == Some(Phase::Degraded) {
                 drained.get_or_insert(p.now);
             }
         }
@@ -256,20 +266,16 @@ fn an_uplink_that_gets_ten_times_slower_is_not_degraded_for_its_overflow() {
     // modelled queue is deep, and the estimate, seeing no packets, stayed up: the link was
     // degraded for up to a second in every run, and a BBR passenger pacing at what the other
     // uplink alone delivered took up to 2.3 s to use it again.
-    let mut p = Pair::new(&[(1, 20_000.0), (1, 20_000.0)], SessionConfig::new);
-    for l in &mut p.links {
-        l.queue_limit = Some(Duration::from_millis(50));
-    }
+    let mut p = pair_with_50ms_buffers(&[(1, 20_000.0), (1, 20_000.0)]);
     p.advance(Duration::from_secs(1));
     offer(&mut p, 30.0, 3.0);
     let before = p.links[0].overflows;
     p.links[0].rate_bps = 2e6;
-    let phase = |p: &Pair| p.server.link_status(p.now).iter().find(|l| l.id == LinkId(0)).map(|l| l.phase);
     let mut degraded = None;
     let delivered_at = p.delivered_down.len();
     for i in 0..30 {
         offer(&mut p, 20.0, 0.1);
-        if phase(&p) == Some(Phase::Degraded) {
+        if server_phase(&p, 0) == Some(Phase::Degraded) {
             degraded.get_or_insert(i);
         }
     }
@@ -294,8 +300,7 @@ fn auto_keeps_a_steadily_lossy_link_that_its_coding_makes_up_for() {
         let mut degraded = false;
         for i in 0..40 {
             offer(&mut p, 20.0, 0.1);
-            let phase = p.server.link_status(p.now).iter().find(|l| l.id == LinkId(1)).map(|l| l.phase);
-            degraded |= i >= 20 && phase == Some(Phase::Degraded);
+            degraded |= i >= 20 && server_phase(&p, 1) == Some(Phase::Degraded);
         }
         degraded
     };
