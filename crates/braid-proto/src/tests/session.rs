@@ -755,6 +755,38 @@ fn a_resend_waits_for_room_in_a_full_buffer_rather_than_overflow_it_again() {
 }
 
 #[test]
+fn a_lone_uplinks_overflows_reach_the_passengers_at_any_round_trip() {
+    // One uplink, 50 ms one way at 10 Mbit/s with a 100 ms drop-tail buffer, the default
+    // recovery: the passengers offer 30 % more than it carries for two seconds. With no other
+    // uplink to move the load to, an overflow is their congestion: given up at once, so that
+    // their TCP backs off as over the modem alone, not resent into the same full buffer (where
+    // the resends overflowed it again: 828 overflows, every one repaired, at a 50 ms round
+    // trip's rule; 452 and a quarter of them repaired, the later losses of a burst, which
+    // come while the link's loss estimate is high).
+    let mut p = Pair::new(&[(50, 10_000.0)], cfg(RecoveryKind::Auto, SchedulerKind::MinDelay));
+    p.links[0].queue_limit = Some(Duration::from_millis(100));
+    p.advance(Duration::from_millis(500));
+    let mut i = 0;
+    for _ in 0..2_200 {
+        p.send_down(&packet(i, 1400));
+        i += 1;
+        p.advance(Duration::from_micros(900));
+    }
+    p.advance(Duration::from_secs(3));
+    let overflowed: std::collections::HashSet<u64> =
+        p.overflowed.iter().filter_map(|(dir, b)| down_data_index(*dir, b)).collect();
+    assert!(overflowed.len() > 50, "the buffer overflowed only {} times", overflowed.len());
+    assert_delivery_sane(&p.delivered_down, i, 1400);
+    let delivered: std::collections::HashSet<u64> = p.delivered_down.iter().map(|d| index_of(d)).collect();
+    let repaired = overflowed.iter().filter(|k| delivered.contains(k)).count();
+    assert!(
+        repaired * 2 <= overflowed.len(),
+        "{repaired} of {} overflowed packets were repaired and delivered",
+        overflowed.len()
+    );
+}
+
+#[test]
 fn a_burst_into_a_full_buffer_waits_in_braid_rather_than_overflow_it() {
     // A first burst of 80 packets fills the buffer to about 93 ms
     // and shows the sender how deep it is; once it drained, the passengers send 120 packets at
