@@ -7,8 +7,11 @@
 #   BRAID_TRACES=DIR scripts/lone-uplink.sh
 #   DURATION=300, SEED=1, BIN=target/release/braid, OUT=target/lone-uplink (scenario files, JSON)
 set -euo pipefail
-cd "$(dirname "$0")/.."
 : "${BRAID_TRACES:?set BRAID_TRACES to the folder of Mahimahi traces (NAME.down and NAME.up)}"
+# Absolute, since the scenario files written below name the traces from another folder.
+BRAID_TRACES=$(realpath "$BRAID_TRACES")
+case $BRAID_TRACES in *'"'*) echo "lone-uplink: a trace folder whose path has a double quote cannot go in a scenario file" >&2; exit 1 ;; esac
+cd "$(dirname "$0")/.."
 duration=${DURATION:-300}
 seed=${SEED:-1}
 bin=${BIN:-target/release/braid}
@@ -50,7 +53,7 @@ TOML
 import json, sys
 r = {x["scheme"]: x for x in json.load(open(sys.argv[1]))["results"]}
 p, d = r["plain"]["goodput_kbps"] / 1e3, r["default"]["goodput_kbps"] / 1e3
-print(f'{sys.argv[2]:<24} {sys.argv[3] + " kB":>7} {sys.argv[4] + " ms":>9} {p:>9.3f} Mbit/s {d:>7.3f} Mbit/s {d / p:>7.3f} {r["default"]["overhead"]:>18.3f}x')
+print(f'{sys.argv[2]:<24} {sys.argv[3] + " kB":>7} {sys.argv[4] + " ms":>9} {p:>9.3f} Mbit/s {d:>7.3f} Mbit/s {d / p if p > 0 else float("nan"):>7.3f} {r["default"]["overhead"]:>18.3f}x')
 PY
     done
   done

@@ -190,12 +190,16 @@ pub struct RxEstimator {
 
 /// Width of [`ArrivedBytes`]' buckets.
 const ARRIVED_BUCKET: Duration = Duration::from_millis(10);
-/// How far back [`ArrivedBytes`] reaches: past the deepest queue a loss is judged at (a modem's
-/// 400 kB buffer at 2 Mbit/s is 1.6 s); a deeper queue is counted as this much.
+/// How far back [`ArrivedBytes`] reaches. A packet that waited longer is counted as having met
+/// what the link delivered in this span: a modem's 400 kB buffer at 2 Mbit/s is 1.6 s, and a
+/// queue of more than 2 s (the same buffer on a 0.5 Mbit/s EVDO link) is a full buffer whatever
+/// its bytes, so every such packet counts as the largest queue.
 const ARRIVED_SPAN: Duration = Duration::from_secs(2);
 
 /// The bytes a link delivered over the last [`ARRIVED_SPAN`], in buckets of [`ARRIVED_BUCKET`]
-/// (at most about 200 of them per busy link).
+/// (at most about 200 of them per busy link). A FIFO delivers, while a packet waits in it, the
+/// bytes that were ahead of it: so the queue a packet met, in bytes, is what arrived over its
+/// wait, whatever the link's rate did meanwhile ([`CONGESTION_QUEUE_SHARE`]).
 #[derive(Debug, Clone, Default)]
 struct ArrivedBytes {
     /// Each bucket's first arrival and the bytes delivered before it, oldest first.
@@ -220,7 +224,8 @@ impl ArrivedBytes {
     }
 
     /// Bytes delivered after `since`, up to the newest arrival; within the bucket `since` falls
-    /// in, its share of the bucket's bytes by time.
+    /// in, its share of the bucket's bytes by time. A bucket's arrivals all came within
+    /// [`ARRIVED_BUCKET`] of its first, so a silence after them (a modem's stall) holds none.
     fn since(&self, since: Instant) -> u64 {
         let i = self.buckets.partition_point(|&(t, _)| t < since);
         if i == 0 {
@@ -228,8 +233,9 @@ impl ArrivedBytes {
         }
         let (t0, c0) = self.buckets[i - 1];
         let (t1, c1) = self.buckets.get(i).copied().unwrap_or((self.last.unwrap_or(t0), self.total));
-        let span = t1.saturating_duration_since(t0).as_secs_f64();
-        let after = t1.saturating_duration_since(since).as_secs_f64();
+        let end = t1.min(t0 + ARRIVED_BUCKET);
+        let span = end.saturating_duration_since(t0).as_secs_f64();
+        let after = end.saturating_duration_since(since).as_secs_f64();
         let part = if span > 0.0 { (c1 - c0) as f64 * (after / span).min(1.0) } else { 0.0 };
         self.total - c1 + part as u64
     }
@@ -321,9 +327,8 @@ impl RxEstimator {
         self.received += 1;
         let queued_us = self.standing_sample(now, timestamp);
         let largest = track_max(&mut self.queue_max, QUEUE_MAX_BUCKET, now, queued_us);
-        // A FIFO delivers, while a packet waits in it, the bytes that were ahead of it: the queue
-        // it met in bytes, whatever the link's rate did meanwhile (the capacity estimate trails a
-        // cellular modem's rate by a few intervals).
+        // In bytes, from what the link delivered while it waited ([`ArrivedBytes`]), not from
+        // the capacity estimate, which trails a cellular modem's rate by a few intervals.
         let queued_bytes = self.arrived.since(now.saturating_sub(Duration::from_micros(queued_us as u64))) as f64;
         self.arrived.add(now, size as u64);
         let largest_bytes = track_max(&mut self.queue_max_bytes, QUEUE_MAX_BUCKET, now, queued_bytes);
@@ -1118,8 +1123,8 @@ mod tests {
         let (mut sent, mut free, mut seq) = (0u64, 0u64, 0u64);
         let (mut congested, mut lost) = (0u64, 0u64);
         let mut backlog: std::collections::VecDeque<(u64, u64)> = std::collections::VecDeque::new();
-        // Within the delay floor's window (FLOOR_BUCKET), which still holds the empty queue of the
-        // first packet.
+        // 9 s: within two FLOOR_BUCKETs, so the delay floor still holds the first packet's empty
+        // queue.
         while sent < 9_000_000 {
             let rate_at = |t: u64| rates[(t / 300_000) as usize % rates.len()];
             let rate = rate_at(sent);

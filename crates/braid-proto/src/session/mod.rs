@@ -917,33 +917,37 @@ impl Session {
     }
 
     /// Whether a congestion loss on an uplink goes to the passengers' transport at once
-    /// ([`Session::release_congestion_holes`]): under `auto`, where braid's AQM does not run
-    /// (`aqm` off and round trips shorter than [`AUTO_AQM_MIN_RTT`]), so that the only congestion
-    /// signal a passenger gets is the modem buffer's overflow. A lone uplink too: a passenger
-    /// whose window is larger than the uplink's buffer (Linux autotunes its buffers to 4-6 MB)
-    /// overflows it whatever its rate does, and repaired, the overflows never told its TCP to
-    /// back off: the buffer stayed full, every further overflow was re-sent into it, and a WiFi
-    /// pass's falling rate was spent on resends (paper 002's pass, `drive-by-pass.toml` with its
-    /// 4 MiB buffers, 10 runs: 70.8 % of the pass repaired, 78.2 % released with a full buffer
-    /// judged by delay alone, 85.3 % with bytes too (`CONGESTION_QUEUE_SHARE` in `link/rx.rs`);
-    /// on the testbed 54-75 % repaired, 76-80 % released by delay, 86.3 % with bytes). With
-    /// windows smaller than the buffer (256 kB, the simulator's default hosts) nothing overflows
-    /// from the load, and releasing costs 1 % of the pass (87.9 % against 89.0 %, 4 runs, by
-    /// delay; with bytes too 85.9 %, 20 runs, against 87.3 % by delay).
+    /// ([`Session::release_congestion_holes`]), under `auto` without `aqm = true`:
     ///
-    /// On longer paths too while a single uplink is in use: there is no split for an overflow
-    /// to correct, so it is the passengers' own congestion, and braid's CoDel, which judges the
-    /// queue its model predicts, does not see a modem whose rate falls under the estimate. A
-    /// lone cellular modem with a 100 kB buffer (Mahimahi's drives, 80 ms round trip) carried
-    /// 0.80-0.90 of plain TCP's goodput over it with its overflows repaired (Verizon LTE, AT&T
-    /// LTE, T-Mobile UMTS), 0.96-1.02 released. With two uplinks and CoDel running, releasing
-    /// as well halved the passengers' windows twice for one queue (FMTCP Fig. 11's paths, 200
-    /// ms: 8.8 Mbit/s against 14.2).
-    pub(crate) fn releases_congestion_losses(&self) -> bool {
-        self.cfg.recovery == RecoveryKind::Auto
-            && !self.cfg.aqm.enabled
-            && (self.usable_slots().count() == 1
-                || self.usable_slots().filter_map(|s| s.tx.path_rtt()).min().is_none_or(|r| r < AUTO_AQM_MIN_RTT))
+    /// - On round trips shorter than [`AUTO_AQM_MIN_RTT`], where braid's AQM does not run, so
+    ///   that the only congestion signal a passenger gets is the modem buffer's overflow. A lone
+    ///   uplink there too: a passenger whose window is larger than the uplink's buffer (Linux
+    ///   autotunes its buffers to 4-6 MB) overflows it whatever its rate does, and repaired, the
+    ///   overflows never told its TCP to back off: the buffer stayed full, every further overflow
+    ///   was re-sent into it, and a WiFi pass's falling rate was spent on resends (paper 002's
+    ///   pass, `drive-by-pass.toml` with its 4 MiB buffers, 10 runs: 70.8 % of the pass
+    ///   repaired, 78.2 % released with a full buffer judged by delay alone, 85.3 % with bytes
+    ///   too (`CONGESTION_QUEUE_SHARE` in `link/rx.rs`); on the testbed 54-75 % repaired, 76-80 %
+    ///   released by delay, 86.3 % with bytes). With windows smaller than the buffer (256 kB,
+    ///   the simulator's default hosts) nothing overflows from the load, and releasing costs 1 %
+    ///   of the pass (87.9 % against 89.0 %, 4 runs, by delay; with bytes too 85.9 %, 20 runs,
+    ///   against 87.3 % by delay).
+    /// - On longer paths while data arrives on one uplink only (counted here, at the receiving
+    ///   end, from the data that came in the last [`DATA_RECENT`]: the peer's split decides
+    ///   which links carry it): there is no split for an overflow to correct, so it is the
+    ///   passengers' own congestion, and braid's CoDel, which judges the queue its model
+    ///   predicts, does not see a modem whose rate falls under the estimate. A lone cellular
+    ///   modem with a 100 kB buffer (Mahimahi's drives, 80 ms round trip) carried 0.80-0.90 of
+    ///   plain TCP's goodput over it with its overflows repaired (Verizon LTE, AT&T LTE, T-Mobile
+    ///   UMTS), 0.96-1.02 released. With two uplinks carrying data and CoDel running, releasing
+    ///   as well halved the passengers' windows twice for one queue (FMTCP Fig. 11's paths, 200
+    ///   ms: 8.8 Mbit/s against 14.2).
+    pub(crate) fn releases_congestion_losses(&self, now: Instant) -> bool {
+        if self.cfg.recovery != RecoveryKind::Auto || self.cfg.aqm.enabled {
+            return false;
+        }
+        let carrying = self.links.iter().filter(|s| s.last_data.is_some_and(|t| now < t + DATA_RECENT)).count();
+        carrying <= 1 || self.usable_slots().filter_map(|s| s.tx.path_rtt()).min().is_none_or(|r| r < AUTO_AQM_MIN_RTT)
     }
 
     /// Whether every other link that carries data has a queue too (the newest packet on it met
@@ -966,8 +970,8 @@ impl Session {
 
     /// Notes that the data packets after `from` and before `to` include one that link
     /// congestion dropped (an uplink's buffer overflowed: [`crate::link::RxSample::congested`]).
-    pub(crate) fn note_congestion_loss(&mut self, from: u64, to: u64) {
-        if to <= from || to - from > CONGESTION_RANGE_MAX || !self.releases_congestion_losses() {
+    pub(crate) fn note_congestion_loss(&mut self, now: Instant, from: u64, to: u64) {
+        if to <= from || to - from > CONGESTION_RANGE_MAX || !self.releases_congestion_losses(now) {
             return;
         }
         if self.congestion_holes.len() >= CONGESTION_RANGES {

@@ -91,7 +91,7 @@ impl Session {
         if let Some((from, to)) = congestion
             && self.all_links_queued(now, h.link)
         {
-            self.note_congestion_loss(from, to);
+            self.note_congestion_loss(now, from, to);
         }
         let slot = self.slot_mut(h.link).expect("slot exists");
         match parsed {

@@ -757,12 +757,12 @@ fn a_resend_waits_for_room_in_a_full_buffer_rather_than_overflow_it_again() {
 #[test]
 fn a_lone_uplinks_overflows_reach_the_passengers_at_any_round_trip() {
     // One uplink, 50 ms one way at 10 Mbit/s with a 100 ms drop-tail buffer, the default
-    // recovery: the passengers offer 30 % more than it carries for two seconds. With no other
+    // recovery: the passengers offer a quarter more than it carries for two seconds. With no other
     // uplink to move the load to, an overflow is their congestion: given up at once, so that
-    // their TCP backs off as over the modem alone, not resent into the same full buffer (where
-    // the resends overflowed it again: 828 overflows, every one repaired, at a 50 ms round
-    // trip's rule; 452 and a quarter of them repaired, the later losses of a burst, which
-    // come while the link's loss estimate is high).
+    // their TCP backs off as over the modem alone, not resent into the same full buffer. Before
+    // (released only under a 50 ms round trip): 828 overflows, every one repaired, the resends
+    // overflowing it again; now about 450, a quarter of them repaired (the later losses of a
+    // burst, which come while the link's loss estimate is high).
     let mut p = Pair::new(&[(50, 10_000.0)], cfg(RecoveryKind::Auto, SchedulerKind::MinDelay));
     p.links[0].queue_limit = Some(Duration::from_millis(100));
     p.advance(Duration::from_millis(500));
