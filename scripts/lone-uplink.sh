@@ -6,6 +6,8 @@
 # is no capacity to add, and whatever it spends on repair or probing is taken from the passengers.
 #   BRAID_TRACES=DIR scripts/lone-uplink.sh
 #   DURATION=300, SEED=1, BIN=target/release/braid, OUT=target/lone-uplink (scenario files, JSON)
+#   SHIFTS="-3 -1 1 3 5": also each one-way delay shifted by these ms (a trace has no randomness, so
+#     seeds give one run; small shifts sample how much a case depends on where timers fall)
 set -euo pipefail
 : "${BRAID_TRACES:?set BRAID_TRACES to the folder of Mahimahi traces (NAME.down and NAME.up)}"
 # Absolute, since the scenario files written below name the traces from another folder.
@@ -27,7 +29,7 @@ for down in "$BRAID_TRACES"/*.down; do
   [ -e "$BRAID_TRACES/$name.up" ] || continue
   found=1
   for q in 100 400; do
-    for d in 20 40; do
+    for d in $(for base in 20 40; do for shift in 0 ${SHIFTS:-}; do echo $((base + shift)); done; done); do
       f="$out/$name-q$q-d$d.toml"
       cat > "$f" <<TOML
 name = "lone-$name-q$q-d$d"
