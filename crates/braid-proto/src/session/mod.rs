@@ -316,6 +316,12 @@ impl LinkSlot {
 
 /// How long a probe may take before it counts as unanswered: three smoothed round trips, at least
 /// 300 ms (the first probes have no RTT yet).
+/// Whether data arrived on the link within the last [`DATA_RECENT`]: it carries the passengers'
+/// load now, by the peer's split.
+fn carries_data(s: &LinkSlot, now: Instant) -> bool {
+    s.last_data.is_some_and(|at| now < at + DATA_RECENT)
+}
+
 pub(crate) fn probe_timeout(s: &LinkSlot) -> Duration {
     (s.tx.srtt.unwrap_or(Duration::from_millis(100)) * 3).max(Duration::from_millis(300))
 }
@@ -946,7 +952,7 @@ impl Session {
         if self.cfg.recovery != RecoveryKind::Auto || self.cfg.aqm.enabled {
             return false;
         }
-        let carrying = self.links.iter().filter(|s| s.last_data.is_some_and(|t| now < t + DATA_RECENT)).count();
+        let carrying = self.links.iter().filter(|s| carries_data(s, now)).count();
         carrying <= 1 || self.usable_slots().filter_map(|s| s.tx.path_rtt()).min().is_none_or(|r| r < AUTO_AQM_MIN_RTT)
     }
 
@@ -957,15 +963,10 @@ impl Session {
     /// and the split moves; given up, TCP cut its window while capacity stood idle (20 + 20
     /// Mbit/s: 28 Mbit/s for the first 5 s of a run).
     pub(crate) fn all_links_queued(&self, now: Instant, link: LinkId) -> bool {
-        let newest = self.links.iter().filter_map(|s| s.last_data).max();
-        self.links.iter().filter(|s| s.tx.id != link && s.tx.state != LinkState::Down).all(|s| {
-            match (s.last_data, newest) {
-                (Some(at), Some(n)) if at + DATA_RECENT >= n && now < at + DATA_RECENT => {
-                    s.rx.last_queue() >= CONGESTION_QUEUE
-                }
-                _ => true,
-            }
-        })
+        self.links
+            .iter()
+            .filter(|s| s.tx.id != link && s.tx.state != LinkState::Down && carries_data(s, now))
+            .all(|s| s.rx.last_queue() >= CONGESTION_QUEUE)
     }
 
     /// Notes that the data packets after `from` and before `to` include one that link
