@@ -1892,16 +1892,29 @@ impl<'a> Socket<'a> {
                 self.recovery_point = None;
             }
         }
-        if self.recovery_point.is_some() {
-            self.rack_detect(ack, repr);
-        } else {
-            self.rack_forget();
-        }
         if let Some(point) = self.rto_point {
             if ack >= point {
                 self.rto_point = None;
                 self.frto = false;
             }
+        }
+        if self.recovery_point.is_some() || self.rto_point.is_some() {
+            self.rack_detect(ack, repr);
+        } else {
+            self.rack_forget();
+        }
+        // A resend of the timeout episode found lost again starts SACK recovery, as Linux's
+        // `tcp_fastretrans_alert` does in its Loss state (RACK's FLAG_LOST_RETRANS): the lost
+        // resend goes again now rather than at the next, backed-off timeout. Everything up to
+        // what the episode resent counts as retransmitted (HighRxt), so that no RTT sample comes
+        // from it (Karn).
+        if self.rto_point.is_some() && !self.rack_lost.is_empty() {
+            net_debug!("resend of a timeout lost again: SACK recovery at {}", ack);
+            self.rto_point = None;
+            self.frto = false;
+            let high_rxt = self.rto_rexmit_high.max(ack);
+            self.enter_sack_recovery(cx, high_rxt);
+            return;
         }
         if self.recovery_point.is_some() || self.rto_point.is_some() || ack >= self.remote_last_seq
         {
@@ -1910,16 +1923,22 @@ impl<'a> Socket<'a> {
         let sacked: usize = self.sack_board.iter().map(|&(l, r)| r - l).sum();
         if self.local_rx_dup_acks >= 3 || sacked > 2 * self.remote_mss {
             net_debug!("entering SACK recovery at {}", ack);
-            self.recoveries = self.recoveries.saturating_add(1);
-            self.recovery_point = Some(self.remote_last_seq);
-            self.high_rxt = ack;
-            let in_flight = self.flight_size();
-            self.congestion_controller
-                .inner_mut()
-                .on_loss(cx.now(), in_flight);
-            // Karn: no RTT sample from what may be retransmitted.
-            self.rtte.on_retransmit();
+            self.enter_sack_recovery(cx, ack);
         }
+    }
+
+    /// braid: one congestion response and a recovery up to everything sent so far, with
+    /// everything below `high_rxt` already retransmitted (RFC 6675 RecoveryPoint, HighRxt).
+    fn enter_sack_recovery(&mut self, cx: &mut Context, high_rxt: TcpSeqNumber) {
+        self.recoveries = self.recoveries.saturating_add(1);
+        self.recovery_point = Some(self.remote_last_seq);
+        self.high_rxt = high_rxt;
+        let in_flight = self.flight_size();
+        self.congestion_controller
+            .inner_mut()
+            .on_loss(cx.now(), in_flight);
+        // Karn: no RTT sample from what may be retransmitted.
+        self.rtte.on_retransmit();
     }
 
     /// braid: forgets the send times of what `ack` covers, and returns those of the oldest and
@@ -2028,14 +2047,20 @@ impl<'a> Socket<'a> {
         if !self.rack {
             return;
         }
-        // The ACK's highest SACKed octet: a segment sent once (above HighRxt, Karn), whose
-        // send time is in the record of first transmissions.
+        // The ACK's highest SACKed octet: a segment sent once (above HighRxt, or above what a
+        // timeout episode sent again; Karn), whose send time is in the record of first
+        // transmissions.
+        let resent_high = if self.recovery_point.is_some() {
+            self.high_rxt
+        } else {
+            self.rto_rexmit_high
+        };
         let top = repr
             .sack_ranges
             .iter()
             .flatten()
             .map(|&(_, r)| TcpSeqNumber(r as i32))
-            .filter(|&r| r > ack && r > self.high_rxt)
+            .filter(|&r| r > ack && r > resent_high)
             .reduce(|a, b| if b > a { b } else { a });
         if let Some(top) = top {
             let i = self.sent_times.partition_point(|&(end, _)| end < top);
@@ -3642,10 +3667,15 @@ impl<'a> Socket<'a> {
                 .push_back((repr.seq_number + repr.segment_len(), cx.now()));
         }
 
-        // braid: F-RTO's record of what was sent again since a timeout.
+        // braid: F-RTO's record of what was sent again since a timeout, and RACK's
+        // (`set_rack`): a resend of the episode lost again is found as one of SACK recovery is.
         if let Some(point) = self.rto_point {
             let end = (repr.seq_number + repr.segment_len()).min(point);
             self.rto_rexmit_high = self.rto_rexmit_high.max(end);
+            if self.rack && repr.segment_len() > 0 && repr.seq_number < end {
+                self.rack_resends
+                    .push_back((repr.seq_number, end, cx.now()));
+            }
         }
 
         // We've sent a packet successfully, so we can update the internal state now.

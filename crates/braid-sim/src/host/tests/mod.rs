@@ -630,6 +630,68 @@ fn rack_finds_a_resend_lost_again_without_a_timeout() {
     assert!(fct_rack < fct_plain, "RACK {fct_rack:?}, without {fct_plain:?}");
 }
 
+/// A 4 MB download over a 50 ms one-way pipe (no rate limit) with SACK and Linux's RTO that
+/// loses every data packet from the 300th on until the sender times out (a blackout: nothing
+/// comes back, so only the timeout resends), and then the third resend of that timeout as well:
+/// the sender's counters, with RACK or without.
+fn timeout_resend_lost_again_run(rack: bool) -> TcpCounters {
+    let (mut r, mut w) = configs(23);
+    for h in [&mut r, &mut w] {
+        h.sack = true;
+        h.linux_rto = true;
+        h.rack = rack;
+        h.socket_buffer = 4_000_000;
+    }
+    let mut pipe = Pipe::lan();
+    pipe.rate_bps = None;
+    pipe.delay = Duration::from_millis(50);
+    let mut net = Net::new(pipe, r, w);
+    // The highest sequence number sent before the blackout's first drop, and how many resends
+    // (segments at or below the highest sent) have gone since.
+    let (mut highest, mut blackout, mut resends) = (None::<u32>, true, 0);
+    net.drop = Some(Box::new(move |side, index, packet| {
+        if side != Side::Web {
+            return false;
+        }
+        let Some(seq) = tcp_data_seq(packet) else {
+            return false;
+        };
+        let above = highest.is_none_or(|h| seq.wrapping_sub(h) as i32 > 0);
+        if above {
+            highest = Some(seq);
+        }
+        if index < 300 {
+            return false;
+        }
+        if blackout && above {
+            return true;
+        }
+        blackout = false;
+        if !above {
+            resends += 1;
+            return resends == 3;
+        }
+        false
+    }));
+    net.start(FlowId(1), Dir::Down, Some(4_000_000));
+    assert!(net.run_flows(secs(120.0)));
+    assert_eq!(completed_bytes(&net, FlowId(1), Side::Rider), 4_000_000);
+    net.web.tcp_counters()
+}
+
+#[test]
+fn rack_finds_a_timeouts_resend_lost_again_without_another_timeout() {
+    let with = timeout_resend_lost_again_run(true);
+    let without = timeout_resend_lost_again_run(false);
+    // Without RACK the lost resend's hole waits for a second, backed-off timeout (RFC 6675 5.1
+    // starts no SACK recovery before what was sent before the first is ACKed).
+    assert!(without.timeouts >= 2, "{without:?}");
+    // Linux's RACK in its Loss state (`tcp_fastretrans_alert`, FLAG_LOST_RETRANS): the resends
+    // sent after the lost one are SACKed, so it is lost, and SACK recovery sends it again.
+    assert_eq!(with.timeouts, 1, "{with:?}");
+    assert!(with.recoveries >= 1, "{with:?}");
+}
+
 /// Bytes a bulk download delivered in its first 20 s over a 10 Mbit/s, 100 ms one-way pipe
 /// whose drop-tail queue holds 300 ms (1.5 bandwidth-delay products), and how many packets that
 /// queue dropped, with HyStart or without, and with Linux's window growth or smoltcp's.
