@@ -227,7 +227,9 @@ pub struct TxLink {
     sends: VecDeque<Sent>,
     corrected_at: Option<Instant>,
     probe: ProbePhase,
-    /// The last probe raised the estimate: the next one follows at once, at [`GROWTH_GAIN`].
+    /// The last probe raised the estimate: the next one follows at once, at [`GROWTH_GAIN`]. A
+    /// probe held back by a queue the peer measured ends it: the data fills the link, and its
+    /// delivery rate raises the estimate by itself.
     growing: bool,
     /// The link is in its startup (BBR's Startup, draft-cardwell-iccrg-bbr-congestion-control
     /// 4.3.1): no capacity was configured for it, and its pipe has not yet been found full: the
@@ -375,6 +377,9 @@ impl TxLink {
                 // estimate (bench-bond's uplink restored from 2 to 20 Mbit/s) was never probed.
                 if self.echo_shows_queue() {
                     tracing::debug!(link = %self.id, queue_us = self.echoed_queue_us, "probe held by queue");
+                    // The data filled the link, whose estimate now rises with the data's delivery
+                    // rate: growth is over, as at a probe's full pipe (`end_probe_at_full_pipe`).
+                    self.growing = false;
                     self.probe = ProbePhase::Idle { next: now + PROBE_RETRY };
                     return;
                 }
@@ -392,6 +397,8 @@ impl TxLink {
                 let beside = self.probes_beside(now, restore, gain, false);
                 if beside && !restore {
                     tracing::debug!(link = %self.id, estimate_kbps = self.capacity_bps() / 1e3, "startup probe beside the data");
+                } else if !restore {
+                    tracing::debug!(link = %self.id, estimate_kbps = self.capacity_bps() / 1e3, gain, "probe");
                 }
                 self.probe =
                     ProbePhase::Probing { until: now + PROBE_LEN, gain, base: self.capacity_bps(), restore, beside };
@@ -406,6 +413,7 @@ impl TxLink {
     fn on_capacity_report(&mut self, now: Instant, bps: f64) {
         match self.probe {
             ProbePhase::Probing { until, base, restore, beside, .. } if bps >= PROBE_SUCCESS * base => {
+                tracing::debug!(link = %self.id, base_kbps = base / 1e3, estimate_kbps = bps / 1e3, "probe raised the estimate");
                 self.growing = true;
                 self.restore_grew = restore;
                 // Keep probing from the new estimate, at the growth gain.
@@ -416,6 +424,7 @@ impl TxLink {
                     ProbePhase::Probing { until: until.max(now + PROBE_LEN), gain, base: bps, restore, beside };
             }
             ProbePhase::Settling { base, restore, .. } if bps >= PROBE_SUCCESS * base => {
+                tracing::debug!(link = %self.id, base_kbps = base / 1e3, estimate_kbps = bps / 1e3, "estimate rose after a probe");
                 self.growing = true;
                 self.restore_grew = restore;
                 self.probe = ProbePhase::Idle { next: now };
@@ -1229,6 +1238,31 @@ mod tests {
         m.check_queue(t1, t1.wire_timestamp(), 6_000);
         m.handle_probe_timer(t1, true);
         assert!(!m.is_probing());
+    }
+
+    #[test]
+    fn a_probe_held_by_a_queue_ends_the_growth_of_the_next() {
+        // A cellular modem back from an outage (lone-uplink.sh, T-Mobile's UMTS drive, 100 kB):
+        // its estimate rose with the passengers' own data while a probe settled, which counted
+        // as the probe's success, and the next probe doubled an estimate already above the
+        // modem's rate: its coded packets filled the buffer, and the passengers' burst behind
+        // them was dropped whole.
+        let mut l = TxLink::new(LinkId(0), None, 3e6, LinkState::Active, Instant::ZERO);
+        l.growing = true;
+        assert_eq!(l.probe_gain(false), GROWTH_GAIN);
+        // The data meets a queue: the link carries all it can, and the probe waits.
+        let t1 = Instant::from_millis(1000);
+        l.on_send(t1, 1250);
+        l.check_queue(t1, t1.wire_timestamp(), 40_000);
+        l.handle_probe_timer(t1, true);
+        assert!(!l.is_probing());
+        // Once the queue drained, the next probe goes at the cruise gain.
+        let t2 = t1 + Duration::from_millis(300);
+        l.on_send(t2, 1250);
+        l.check_queue(t2, t2.wire_timestamp(), 0);
+        l.handle_probe_timer(t2, true);
+        assert!(l.is_probing());
+        assert_eq!(l.probe_gain(false), CRUISE_GAIN);
     }
 
     #[test]
