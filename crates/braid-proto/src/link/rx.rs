@@ -1081,6 +1081,45 @@ mod tests {
         assert_eq!(congested, lost, "every overflow is seen as congestion");
     }
 
+    /// A sender 5 % faster than a link feeding `e` through a drop-tail buffer of `buffer` bytes,
+    /// 1000-byte packets, for `until` µs of sending; the link runs at `rate_at(t)` bit/s, each
+    /// packet served at the rate when its service begins, and the sender paces at the rate when
+    /// it sends. Returns the overflows from `judged_from` µs on and how many of them `e` saw as
+    /// congestion.
+    fn overflows_seen(
+        e: &mut RxEstimator,
+        buffer: u64,
+        until: u64,
+        judged_from: u64,
+        rate_at: impl Fn(u64) -> f64,
+    ) -> (u64, u64) {
+        let size = 1000u64;
+        let (mut sent, mut free, mut seq) = (0u64, 0u64, 0u64);
+        let (mut congested, mut lost) = (0u64, 0u64);
+        // Departure time and size of each packet in the buffer.
+        let mut backlog: std::collections::VecDeque<(u64, u64)> = std::collections::VecDeque::new();
+        while sent < until {
+            // Bytes still queued: those whose departure is after `sent`.
+            while backlog.front().is_some_and(|&(dep, _)| dep <= sent) {
+                backlog.pop_front();
+            }
+            let queued: u64 = backlog.iter().map(|&(_, b)| b).sum();
+            let judged = sent >= judged_from;
+            if queued + size > buffer {
+                lost += u64::from(judged);
+            } else {
+                let start = free.max(sent);
+                free = start + (size as f64 * 8e6 / rate_at(start)) as u64;
+                backlog.push_back((free, size));
+                let s = e.handle(Instant::from_micros(free + 30_000), seq::truncate(seq), sent as u32, size as usize);
+                congested += if judged && s.congested { s.newly_lost } else { 0 };
+            }
+            seq += 1;
+            sent += (size as f64 * 8e6 / (rate_at(sent) * 1.05)) as u64;
+        }
+        (lost, congested)
+    }
+
     #[test]
     fn overflow_of_a_full_buffer_is_congestion_while_the_rate_climbs() {
         // A sender 5 % faster than the link into a 50 kB drop-tail buffer; the link runs at 5
@@ -1088,25 +1127,10 @@ mod tests {
         // queue at first and 40 ms after: by delay alone, under 9/10 of the largest of the last
         // seconds, the overflows at the faster rate passed for wireless losses.
         let mut e = RxEstimator::new(5e6);
-        let (size, buffer) = (1000u64, 50_000f64);
-        let (mut sent, mut free, mut seq) = (0u64, 0u64, 0u64);
-        let (mut congested, mut lost) = (0, 0);
-        while sent < 6_000_000 {
-            let rate = if sent < 3_000_000 { 5e6 } else { 10e6 };
-            let queued = free.saturating_sub(sent) as f64 * rate / 8e6;
-            let judged = sent >= 4_500_000;
-            if queued + size as f64 > buffer {
-                lost += u32::from(judged);
-            } else {
-                free = free.max(sent) + (size as f64 * 8e6 / rate) as u64;
-                let s = e.handle(Instant::from_micros(free + 30_000), seq::truncate(seq), sent as u32, size as usize);
-                congested += if judged && s.congested { s.newly_lost } else { 0 };
-            }
-            seq += 1;
-            sent += (size as f64 * 8e6 / (rate * 1.05)) as u64;
-        }
+        let (lost, congested) =
+            overflows_seen(&mut e, 50_000, 6_000_000, 4_500_000, |t| if t < 3_000_000 { 5e6 } else { 10e6 });
         assert!(lost > 50, "{lost}");
-        assert_eq!(congested, u64::from(lost), "every overflow at the faster rate is seen as congestion");
+        assert_eq!(congested, lost, "every overflow at the faster rate is seen as congestion");
     }
 
     #[test]
@@ -1118,35 +1142,11 @@ mod tests {
         // passed for wireless losses; counted from what the link delivered while each packet
         // waited, every one is the buffer's.
         let mut e = RxEstimator::new(6e6);
-        let (size, buffer) = (1000u64, 100_000f64);
         let rates = [6e6, 12e6, 3e6, 9e6, 2e6, 12e6, 5e6, 10e6];
-        let (mut sent, mut free, mut seq) = (0u64, 0u64, 0u64);
-        let (mut congested, mut lost) = (0u64, 0u64);
-        let mut backlog: std::collections::VecDeque<(u64, u64)> = std::collections::VecDeque::new();
         // 9 s: within two FLOOR_BUCKETs, so the delay floor still holds the first packet's empty
         // queue.
-        while sent < 9_000_000 {
-            let rate_at = |t: u64| rates[(t / 300_000) as usize % rates.len()];
-            let rate = rate_at(sent);
-            // Bytes still queued: those whose departure is after `sent`.
-            while backlog.front().is_some_and(|&(dep, _)| dep <= sent) {
-                backlog.pop_front();
-            }
-            let queued: u64 = backlog.iter().map(|&(_, b)| b).sum();
-            let judged = sent >= 2_400_000;
-            if queued as f64 + size as f64 > buffer {
-                lost += u64::from(judged);
-            } else {
-                // Each packet is served at the rate when its service begins.
-                let start = free.max(sent);
-                free = start + (size as f64 * 8e6 / rate_at(start)) as u64;
-                backlog.push_back((free, size));
-                let s = e.handle(Instant::from_micros(free + 30_000), seq::truncate(seq), sent as u32, size as usize);
-                congested += if judged && s.congested { s.newly_lost } else { 0 };
-            }
-            seq += 1;
-            sent += (size as f64 * 8e6 / (rate * 1.05)) as u64;
-        }
+        let (lost, congested) =
+            overflows_seen(&mut e, 100_000, 9_000_000, 2_400_000, |t| rates[(t / 300_000) as usize % rates.len()]);
         assert!(lost > 200, "{lost}");
         assert!(congested * 100 >= lost * 95, "{congested} of {lost} overflows seen as congestion");
     }
