@@ -719,6 +719,9 @@ pub struct Socket<'a> {
     /// flight, so that every ACK gives an RTT sample, as Linux's do (smoltcp times one segment
     /// per round trip, too few to see a queue build within a round).
     sent_times: alloc::collections::VecDeque<(TcpSeqNumber, Instant)>,
+    /// braid: whether the ACK being processed gave `linux_rto` a sample from what it newly
+    /// covers; if not, its newly SACKed segments give one (`sack_rtt_sample`).
+    seq_rtt_taken: bool,
     /// braid: the sequence number that ends HyStart's current round (RFC 9406 windowEnd).
     hystart_round_end: Option<TcpSeqNumber>,
     /// braid: retransmission timeouts and loss recoveries (fast retransmit or SACK recovery)
@@ -835,6 +838,7 @@ impl<'a> Socket<'a> {
             rack_lost: alloc::vec::Vec::new(),
             hystart: false,
             sent_times: alloc::collections::VecDeque::new(),
+            seq_rtt_taken: false,
             hystart_round_end: None,
             timeouts: 0,
             handshake_timeouts: 0,
@@ -1296,6 +1300,7 @@ impl<'a> Socket<'a> {
         self.rto_point = None;
         self.frto = false;
         self.sent_times.clear();
+        self.seq_rtt_taken = false;
         self.handshake_timeouts = 0;
 
         #[cfg(feature = "async")]
@@ -1832,6 +1837,53 @@ impl<'a> Socket<'a> {
         })
     }
 
+    /// braid: the send time of the oldest segment `ranges` SACK for the first time that was sent
+    /// once (Karn), before the scoreboard takes them: Linux's `tcp_sacktag_one` keeps it
+    /// (`first_sackt`), and `tcp_ack_update_rtt` samples the RTT from it when the cumulative ACK
+    /// gives none. Without it a long SACK recovery took no sample at all: behind a modem whose
+    /// rate fell, SRTT stayed at the 18.6 s a queue had once taken for the whole 60 s recovery
+    /// that followed, and the timeout that ended it came 31 s after the last ACK.
+    fn newly_sacked_sent_at(
+        &self,
+        ack: TcpSeqNumber,
+        ranges: &[Option<(u32, u32)>; 3],
+    ) -> Option<Instant> {
+        let resent_high = if self.recovery_point.is_some() {
+            self.high_rxt
+        } else if self.rto_point.is_some() {
+            self.rto_rexmit_high
+        } else {
+            ack
+        };
+        let mut oldest: Option<Instant> = None;
+        for &(l, r) in ranges.iter().flatten() {
+            let (l, r) = (TcpSeqNumber(l as i32), TcpSeqNumber(r as i32));
+            if r <= l || r <= ack {
+                continue;
+            }
+            // The segments wholly inside [l, r]: each starts where the one before it ends.
+            let first = self.sent_times.partition_point(|&(end, _)| end <= l);
+            let mut start = match first.checked_sub(1) {
+                Some(i) => self.sent_times[i].0,
+                None => ack,
+            };
+            for &(end, at) in self.sent_times.range(first..) {
+                if end > r {
+                    break;
+                }
+                let seen = self
+                    .sack_board
+                    .iter()
+                    .any(|&(bl, br)| bl <= start && end <= br);
+                if start >= l && end > resent_high && !seen {
+                    oldest = Some(oldest.map_or(at, |o| o.min(at)));
+                }
+                start = end;
+            }
+        }
+        oldest
+    }
+
     /// braid: merges an ACK's SACK blocks into the scoreboard and forgets what `ack` covers.
     /// Blocks at or below `ack` (D-SACK, RFC 2883) or beyond what was sent are ignored.
     fn sack_update(&mut self, ack: TcpSeqNumber, ranges: &[Option<(u32, u32)>; 3]) {
@@ -1875,6 +1927,12 @@ impl<'a> Socket<'a> {
         // braid: F-RTO's evidence before and after this ACK, against the same record of what was
         // sent again.
         let delivered_before = self.original_delivered(prev_ack);
+        let sacked_at = self.newly_sacked_sent_at(ack, &repr.sack_ranges);
+        if let (true, false, Some(at)) = (self.rtte.linux_rto, self.seq_rtt_taken, sacked_at) {
+            let rtt = (cx.now() - at).total_micros();
+            self.rtte.linux_sample(rtt, ack, self.remote_last_seq);
+        }
+        self.seq_rtt_taken = false;
         self.sack_update(ack, &repr.sack_ranges);
         if self.frto && self.original_delivered(ack) > delivered_before {
             self.undo_spurious_timeout();
@@ -2892,6 +2950,7 @@ impl<'a> Socket<'a> {
                         let rtt = (cx.now() - at).total_micros();
                         self.rtte
                             .linux_sample(rtt, ack_number, self.remote_last_seq);
+                        self.seq_rtt_taken = true;
                     }
                     let new_flight_size = self.flight_size().saturating_sub(ack_len);
                     self.congestion_controller.inner_mut().on_ack(

@@ -408,3 +408,49 @@ fn linux_rto_learns_repeated_ack_stalls_from_every_acks_sample() {
         rfc.timeouts()
     );
 }
+
+/// A steady transfer (`steady_pipe_run`'s pipe, SACK, Linux's RTO, RACK) whose ACKs take a second
+/// longer until 2 s (a queue on the way back, which SRTT learns), and none from then on; one data
+/// segment sent at 2 s or later is lost with its every resend until 4 s, so the cumulative ACK
+/// stays put while the SACKs of what follows it come back in 200 ms: the sender at 3.4 s.
+fn srtt_in_a_long_recovery() -> Socket<'static> {
+    let options = Options {
+        sack: true,
+        linux_rto: true,
+        rack: true,
+        ..Options::default()
+    };
+    let mut pipe =
+        Pipe::new(options, ms(100), 200_000, 50_000_000).with_bottleneck(10_000_000, ms(1000));
+    let mut hole = None;
+    pipe.fate = Some(Box::new(move |seen: &Seen| {
+        let t = seen.now.total_millis() as u64;
+        match seen.side {
+            Side::Receiver if t < 2000 => Fate::Hold(ms(1000)),
+            Side::Sender if t >= 2000 && !seen.repr.payload.is_empty() => {
+                let seq = *hole.get_or_insert(seen.repr.seq_number);
+                if seq == seen.repr.seq_number && t < 4000 {
+                    Fate::Drop
+                } else {
+                    Fate::Deliver
+                }
+            }
+            _ => Fate::Deliver,
+        }
+    }));
+    while pipe.now < Instant::from_millis(3400) {
+        pipe.step();
+    }
+    pipe.sender
+}
+
+/// Linux takes an RTT sample from the oldest segment an ACK newly SACKs when the cumulative ACK
+/// gives none (`tcp_sacktag_one`'s `first_sackt`, `tcp_ack_update_rtt`): through a recovery whose
+/// hole stays open, SRTT follows the round trip down from 1.2 s to 200 ms. Sampling only what
+/// the cumulative ACK covers, it stays at 1.2 s, and so does the timeout that ends the recovery.
+#[test]
+fn linux_rto_samples_the_rtt_from_sacks_while_a_hole_stays_open() {
+    let sender = srtt_in_a_long_recovery();
+    assert!(sender.recovery_point.is_some(), "no SACK recovery at 3.4 s");
+    assert!(sender.rtte.srtt <= 300, "SRTT {} ms", sender.rtte.srtt);
+}
