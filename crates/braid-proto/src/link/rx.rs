@@ -196,10 +196,6 @@ const ARRIVED_BUCKET: Duration = Duration::from_millis(10);
 /// its bytes, so every such packet counts as the largest queue.
 const ARRIVED_SPAN: Duration = Duration::from_secs(2);
 
-/// The buckets [`ArrivedBytes`] keeps room for however quiet its link: a trickle of probes and
-/// keepalives over [`ARRIVED_SPAN`] fills about this many.
-const ARRIVED_KEEP: usize = 32;
-
 /// The bytes a link delivered over the last [`ARRIVED_SPAN`], in buckets of [`ARRIVED_BUCKET`]
 /// (at most about 200 of them per busy link). A FIFO delivers, while a packet waits in it, the
 /// bytes that were ahead of it: so the queue a packet met, in bytes, is what arrived over its
@@ -224,12 +220,6 @@ impl ArrivedBytes {
         self.last = Some(now);
         while self.buckets.len() > 1 && now.saturating_duration_since(self.buckets[1].0) > ARRIVED_SPAN {
             self.buckets.pop_front();
-        }
-        // A link that fell from busy to a trickle (probes, keepalives) keeps a few buckets of
-        // the 200 it needed: give the rest back, so that a server's many idle links hold little.
-        let cap = self.buckets.capacity();
-        if cap > ARRIVED_KEEP && self.buckets.len() < cap / 4 {
-            self.buckets.shrink_to((2 * self.buckets.len()).max(ARRIVED_KEEP));
         }
     }
 
@@ -1298,25 +1288,5 @@ mod tests {
         feed(&mut e, 2000, 1250, 1_000, 2e6, 10_000, 0, |_| false);
         let c = e.capacity_bps();
         assert!((c - 2e6).abs() < 0.1e6, "capacity {c}");
-    }
-
-    /// A link busy for a second needs a bucket per 10 ms; once it carries only a packet every
-    /// 100 ms, the room for the busy second is given back.
-    #[test]
-    fn arrived_bytes_gives_back_a_busy_seconds_buckets_when_the_link_quiets() {
-        let mut a = ArrivedBytes::default();
-        let t0 = Instant::ZERO;
-        for i in 0..1000 {
-            a.add(t0 + Duration::from_millis(i), 1500);
-        }
-        let busy = a.buckets.capacity();
-        assert!(busy >= 100, "{busy}");
-        for i in 0..40 {
-            a.add(t0 + Duration::from_millis(1000 + 100 * i), 100);
-        }
-        assert!(a.buckets.len() <= 22, "{}", a.buckets.len());
-        assert!(a.buckets.capacity() <= 2 * ARRIVED_KEEP, "{}", a.buckets.capacity());
-        // What it counts is unchanged by the shrinking: the nine packets after 4.05 s.
-        assert_eq!(a.since(t0 + Duration::from_millis(4050)), 900);
     }
 }
