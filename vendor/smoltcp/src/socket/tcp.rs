@@ -720,7 +720,7 @@ pub struct Socket<'a> {
     /// per round trip, too few to see a queue build within a round).
     sent_times: alloc::collections::VecDeque<(TcpSeqNumber, Instant)>,
     /// braid: whether the ACK being processed gave `linux_rto` a sample from what it newly
-    /// covers; if not, its newly SACKed segments give one (`sack_rtt_sample`).
+    /// covers; if not, its newly SACKed segments give one (`newly_sacked_sent_at`).
     seq_rtt_taken: bool,
     /// braid: the sequence number that ends HyStart's current round (RFC 9406 windowEnd).
     hystart_round_end: Option<TcpSeqNumber>,
@@ -1840,9 +1840,9 @@ impl<'a> Socket<'a> {
     /// braid: the send time of the oldest segment `ranges` SACK for the first time that was sent
     /// once (Karn), before the scoreboard takes them: Linux's `tcp_sacktag_one` keeps it
     /// (`first_sackt`), and `tcp_ack_update_rtt` samples the RTT from it when the cumulative ACK
-    /// gives none. Without it a long SACK recovery took no sample at all: behind a modem whose
-    /// rate fell, SRTT stayed at the 18.6 s a queue had once taken for the whole 60 s recovery
-    /// that followed, and the timeout that ended it came 31 s after the last ACK.
+    /// gives none. Without it a recovery whose hole stays open took no sample at all: behind a
+    /// modem whose rate had fallen, SRTT stayed at the 18.6 s a full buffer had once taken
+    /// through 30 s of recoveries, and the timeout that ended them came 31 s after the last ACK.
     fn newly_sacked_sent_at(
         &self,
         ack: TcpSeqNumber,
@@ -1855,14 +1855,26 @@ impl<'a> Socket<'a> {
         } else {
             ack
         };
+        let covered = |l: TcpSeqNumber, r: TcpSeqNumber| {
+            self.sack_board.iter().any(|&(bl, br)| bl <= l && r <= br)
+        };
         let mut oldest: Option<Instant> = None;
         for &(l, r) in ranges.iter().flatten() {
             let (l, r) = (TcpSeqNumber(l as i32), TcpSeqNumber(r as i32));
-            if r <= l || r <= ack {
+            // Where the block's octets that were neither SACKed before nor resent begin (the
+            // scoreboard is sorted and merged, so one pass finds it).
+            let mut from = l.max(resent_high).max(ack);
+            for &(bl, br) in &self.sack_board {
+                if bl <= from && from < br {
+                    from = br;
+                }
+            }
+            if from >= r {
                 continue;
             }
-            // The segments wholly inside [l, r]: each starts where the one before it ends.
-            let first = self.sent_times.partition_point(|&(end, _)| end <= l);
+            // First transmissions are recorded in order, so the first such segment wholly in
+            // the block is its oldest; each starts where the one before it ends.
+            let first = self.sent_times.partition_point(|&(end, _)| end <= from);
             let mut start = match first.checked_sub(1) {
                 Some(i) => self.sent_times[i].0,
                 None => ack,
@@ -1871,12 +1883,9 @@ impl<'a> Socket<'a> {
                 if end > r {
                     break;
                 }
-                let seen = self
-                    .sack_board
-                    .iter()
-                    .any(|&(bl, br)| bl <= start && end <= br);
-                if start >= l && end > resent_high && !seen {
+                if start >= from && !covered(start, end) {
                     oldest = Some(oldest.map_or(at, |o| o.min(at)));
+                    break;
                 }
                 start = end;
             }
