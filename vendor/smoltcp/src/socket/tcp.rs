@@ -1837,6 +1837,20 @@ impl<'a> Socket<'a> {
         })
     }
 
+    /// braid: the highest octet sent again in the current loss episode: RFC 6675's HighRxt in
+    /// SACK recovery, what a timeout episode resent (`rto_rexmit_high`) in one; `None` outside
+    /// both (the two never run at once: a timeout ends recovery, and recovery from a timeout
+    /// episode ends it). Below it no segment gives an RTT sample (Karn) or RACK's send time.
+    fn resent_high(&self) -> Option<TcpSeqNumber> {
+        if self.recovery_point.is_some() {
+            Some(self.high_rxt)
+        } else if self.rto_point.is_some() {
+            Some(self.rto_rexmit_high)
+        } else {
+            None
+        }
+    }
+
     /// braid: the send time of the oldest segment `ranges` SACK for the first time that was sent
     /// once (Karn), before the scoreboard takes them: Linux's `tcp_sacktag_one` keeps it
     /// (`first_sackt`), and `tcp_ack_update_rtt` samples the RTT from it when the cumulative ACK
@@ -1848,13 +1862,7 @@ impl<'a> Socket<'a> {
         ack: TcpSeqNumber,
         ranges: &[Option<(u32, u32)>; 3],
     ) -> Option<Instant> {
-        let resent_high = if self.recovery_point.is_some() {
-            self.high_rxt
-        } else if self.rto_point.is_some() {
-            self.rto_rexmit_high
-        } else {
-            ack
-        };
+        let resent_high = self.resent_high().unwrap_or(ack);
         let covered = |l: TcpSeqNumber, r: TcpSeqNumber| {
             self.sack_board.iter().any(|&(bl, br)| bl <= l && r <= br)
         };
@@ -2012,10 +2020,8 @@ impl<'a> Socket<'a> {
     /// the newest segment among them that were sent once and not SACKed before (Karn's rule, and
     /// Linux's: a SACKed segment's RTT was already taken, a resent one's is ambiguous).
     fn take_sent_times(&mut self, ack: TcpSeqNumber) -> (Option<Instant>, Option<Instant>) {
-        let resent_below = |end: TcpSeqNumber| {
-            (self.recovery_point.is_some() && end <= self.high_rxt)
-                || (self.rto_point.is_some() && end <= self.rto_rexmit_high)
-        };
+        let resent_high = self.resent_high();
+        let resent_below = |end: TcpSeqNumber| resent_high.is_some_and(|h| end <= h);
         let (mut oldest, mut newest) = (None, None);
         let mut board = self.sack_board.iter().peekable();
         while let Some(&(end, at)) = self.sent_times.front() {
@@ -2117,11 +2123,8 @@ impl<'a> Socket<'a> {
         // The ACK's highest SACKed octet: a segment sent once (above HighRxt, or above what a
         // timeout episode sent again; Karn), whose send time is in the record of first
         // transmissions.
-        let resent_high = if self.recovery_point.is_some() {
-            self.high_rxt
-        } else {
-            self.rto_rexmit_high
-        };
+        // Called only in recovery or a timeout episode, so `resent_high` is set.
+        let resent_high = self.resent_high().unwrap_or(ack);
         let top = repr
             .sack_ranges
             .iter()
