@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use smoltcp::wire::{IpAddress, Ipv4Packet, TcpPacket};
 
 use super::*;
-use harness::{Dir, Hook, Net, Pipe, RIDER, Side, WEB, configs, port_of, secs};
+use harness::{Dir, Net, Pipe, RIDER, Side, WEB, configs, port_of, secs};
 
 fn completed_bytes(net: &Net, flow: FlowId, by: Side) -> u64 {
     match net.outcome(flow) {
@@ -582,34 +582,25 @@ fn resend_lost_again_run(rack: bool) -> (Duration, TcpCounters) {
     // The sequence number of the first packet dropped, then whether its resend was dropped.
     let mut first_hole = None;
     let mut resend_dropped = false;
-    let net = sack_download_over_50ms(
-        19,
-        rack,
-        Box::new(move |side, index, packet| {
-            if side != Side::Web {
-                return false;
-            }
-            let Some(seq) = tcp_data_seq(packet) else {
-                return false;
-            };
-            if (300..307).contains(&index) && index % 2 == 0 {
-                first_hole.get_or_insert(seq);
-                return true;
-            }
-            if first_hole == Some(seq) && !resend_dropped {
-                resend_dropped = true;
-                return true;
-            }
-            false
-        }),
-    );
+    let net = sack_download_over_50ms(19, rack, move |index, seq| {
+        if (300..307).contains(&index) && index % 2 == 0 {
+            first_hole.get_or_insert(seq);
+            return true;
+        }
+        if first_hole == Some(seq) && !resend_dropped {
+            resend_dropped = true;
+            return true;
+        }
+        false
+    });
     (net.fct(FlowId(1)).unwrap(), net.web.tcp_counters())
 }
 
 /// A 4 MB download over a 50 ms one-way pipe without a rate limit (so no queue) between hosts
-/// with SACK and Linux's RTO, RACK on or off, that loses the packets `drop` picks: the network
-/// once the download is complete.
-fn sack_download_over_50ms(seed: u64, rack: bool, drop: Hook<bool>) -> Net {
+/// with SACK and Linux's RTO, RACK on or off, that loses the web server's data packets
+/// `drop_data` picks (given each packet's index and TCP sequence number): the network once the
+/// download is complete.
+fn sack_download_over_50ms(seed: u64, rack: bool, mut drop_data: impl FnMut(u64, u32) -> bool + 'static) -> Net {
     let (mut r, mut w) = configs(seed);
     for h in [&mut r, &mut w] {
         h.sack = true;
@@ -621,7 +612,9 @@ fn sack_download_over_50ms(seed: u64, rack: bool, drop: Hook<bool>) -> Net {
     pipe.rate_bps = None;
     pipe.delay = Duration::from_millis(50);
     let mut net = Net::new(pipe, r, w);
-    net.drop = Some(drop);
+    net.drop = Some(Box::new(move |side, index, packet| {
+        side == Side::Web && tcp_data_seq(packet).is_some_and(|seq| drop_data(index, seq))
+    }));
     net.start(FlowId(1), Dir::Down, Some(4_000_000));
     assert!(net.run_flows(secs(120.0)));
     assert_eq!(completed_bytes(&net, FlowId(1), Side::Rider), 4_000_000);
@@ -650,34 +643,24 @@ fn timeout_resend_lost_again_run(rack: bool) -> TcpCounters {
     // The highest sequence number sent before the blackout's first drop, and how many resends
     // (segments at or below the highest sent) have gone since.
     let (mut highest, mut blackout, mut resends) = (None::<u32>, true, 0);
-    let net = sack_download_over_50ms(
-        23,
-        rack,
-        Box::new(move |side, index, packet| {
-            if side != Side::Web {
-                return false;
-            }
-            let Some(seq) = tcp_data_seq(packet) else {
-                return false;
-            };
-            let above = highest.is_none_or(|h| seq.wrapping_sub(h) as i32 > 0);
-            if above {
-                highest = Some(seq);
-            }
-            if index < 300 {
-                return false;
-            }
-            if blackout && above {
-                return true;
-            }
-            blackout = false;
-            if !above {
-                resends += 1;
-                return resends == 3;
-            }
-            false
-        }),
-    );
+    let net = sack_download_over_50ms(23, rack, move |index, seq| {
+        let above = highest.is_none_or(|h| seq.wrapping_sub(h) as i32 > 0);
+        if above {
+            highest = Some(seq);
+        }
+        if index < 300 {
+            return false;
+        }
+        if blackout && above {
+            return true;
+        }
+        blackout = false;
+        if !above {
+            resends += 1;
+            return resends == 3;
+        }
+        false
+    });
     net.web.tcp_counters()
 }
 
