@@ -256,6 +256,9 @@ pub struct TxLink {
     /// The queue the newest echoed datagram met, µs (the peer's measurement), and when it came.
     echoed_queue_us: i64,
     echoed_at: Option<Instant>,
+    /// How far the queue the newest echoed datagram met was above the model's figure for it, µs
+    /// ([`Self::model_behind`]).
+    echoed_behind_us: f64,
     /// The longest queue the peer has measured on this link, µs ([`Self::peak_queue`]).
     peak_queue_us: i64,
     /// [`Self::coding_stall_noted`].
@@ -314,6 +317,7 @@ impl TxLink {
             peak: (f64::NEG_INFINITY, f64::NEG_INFINITY, None),
             beside_next: now,
             echoed_queue_us: 0,
+            echoed_behind_us: 0.0,
             peak_queue_us: 0,
             echoed_at: None,
             coding_stall_noted: false,
@@ -784,6 +788,7 @@ impl TxLink {
         let Some(sent) = self.sends.iter().rev().find(|s| s.wire_ts == echo_ts).copied() else { return false };
         self.confirmed_seq = self.confirmed_seq.max(sent.seq + 1);
         self.echoed_queue_us = measured_us;
+        self.echoed_behind_us = measured_us as f64 - sent.queue_us;
         self.peak_queue_us = self.peak_queue_us.max(measured_us);
         // A queue on a link the peer has measured: its pipe has been full, and the peer measures
         // its capacity from how fast the queue drains (PluriBus 5.2's dispersion), so startup is
@@ -1011,6 +1016,14 @@ impl TxLink {
     /// model's figure, which a capacity estimate from a trickle of traffic can make far too long).
     pub fn echoed_queue(&self) -> Duration {
         Duration::from_micros(self.echoed_queue_us.max(0) as u64)
+    }
+
+    /// Whether the newest datagram the peer echoed met a queue [`CODING_MAX_QUEUE`] (a cellular
+    /// round trip) or more beyond the model's figure for it: the model has this link's packets
+    /// leaving far sooner than they do (a rate that collapsed under a full buffer), and a packet
+    /// not yet heard of is as likely queued as lost.
+    pub fn model_behind(&self) -> bool {
+        self.echoed_behind_us >= CODING_MAX_QUEUE.as_micros() as f64
     }
 
     /// The longest queue the peer has measured on this link: a lower bound on its bottleneck

@@ -523,6 +523,37 @@ fn arq_does_not_resend_what_waits_in_a_standing_queue() {
 }
 
 #[test]
+fn packets_queued_behind_a_collapsed_rate_are_not_taken_for_a_lost_tail() {
+    // A lone cellular uplink, 20 ms one way: 10 Mbit/s for two seconds (the sender's capacity
+    // estimate learns it), then 1 Mbit/s under a deep buffer, as a modem's rate collapses on a
+    // bad stretch of road, while the passengers go on offering 8 Mbit/s for half a second: 4 s
+    // of packets queue. Nothing is lost, and the peer's echoes show the queue growing far beyond
+    // the model's; the packets not yet heard of are queued, not a lost tail. Re-sent, the copies
+    // would only queue behind them (and in a modem's full buffer push the passengers' packets
+    // out). Without the check on the echoes, 154 of them were.
+    let mut p = Pair::new(&[(20, 10_000.0)], cfg(RecoveryKind::Auto, SchedulerKind::MinDelay));
+    p.advance(Duration::from_millis(500));
+    let mut i = 0;
+    for _ in 0..1_700 {
+        p.send_down(&packet(i, 1400));
+        i += 1;
+        p.advance(Duration::from_micros(1_200));
+    }
+    let before = p.server.stats().data_resent;
+    p.links[0].rate_bps = 1_000_000.0;
+    for _ in 0..357 {
+        p.send_down(&packet(i, 1400));
+        i += 1;
+        p.advance(Duration::from_micros(1_400));
+    }
+    p.advance(Duration::from_secs(8));
+    assert_delivery_sane(&p.delivered_down, i, 1400);
+    assert_eq!(p.delivered_down.len() as u64, i, "every packet delivered");
+    let resent = p.server.stats().data_resent - before;
+    assert!(resent <= 20, "{resent} of 357 packets queued behind the collapsed rate were re-sent");
+}
+
+#[test]
 fn a_hole_is_reported_without_waiting_for_a_slow_link_that_carries_no_data() {
     // FMTCP Table II case 8's paths: 100 ms and 500 ms one way. At 1 Mbit/s `min-delay` keeps all
     // data on the fast path, and the slow one carries only probes, so a hole cannot be a packet
