@@ -145,14 +145,6 @@ pub const CONGESTION_QUEUE_SHARE: f64 = 0.9;
 /// its range loses at any queue (the drive-by scenario's WiFi: up to 30 %), and those losses are
 /// braid's to repair.
 pub const CONGESTION_LOSS_MAX: f64 = 0.05;
-/// How long after an overflow's first loss its later losses are judged by the loss estimate from
-/// before it: the queue's delay then, and at least this. The passengers' TCP keeps sending at
-/// the rate that overflowed the buffer until the first loss reaches it, a round trip later, so
-/// an overflow drops a run of packets; each loss lifts the estimate by an eighth, and from the
-/// third or so the estimate is past [`CONGESTION_LOSS_MAX`]. Those later losses passed for
-/// wireless ones and were resent into the same full buffer, where most were lost again (a lone
-/// modem on AT&T's LTE drive, 100 kB, 20 ms: 78 resends dropped in one second).
-pub const OVERFLOW_BURST_MIN: Duration = Duration::from_millis(100);
 /// The largest recent queue is the maximum over the last one to two of these spans.
 const QUEUE_MAX_BUCKET: Duration = Duration::from_secs(5);
 
@@ -179,9 +171,6 @@ pub struct RxEstimator {
     queue_max: (f64, f64, Option<Instant>),
     /// The same in bytes: the bytes the link delivered while each packet waited ([`ArrivedBytes`]).
     queue_max_bytes: (f64, f64, Option<Instant>),
-    /// An overflow burst under way: until when, and the loss estimate from before its first loss
-    /// ([`OVERFLOW_BURST_MIN`]).
-    overflow_burst: Option<(Instant, f64)>,
     /// The bytes the link delivered over the last [`ARRIVED_SPAN`].
     arrived: ArrivedBytes,
     /// The queue the newest packet met (µs above the floor).
@@ -297,7 +286,6 @@ impl RxEstimator {
             peak: (f64::NEG_INFINITY, f64::NEG_INFINITY, None),
             queue_max: (0.0, 0.0, None),
             queue_max_bytes: (0.0, 0.0, None),
-            overflow_burst: None,
             arrived: ArrivedBytes::default(),
             last_queue_us: 0.0,
             interval: Interval::default(),
@@ -345,19 +333,11 @@ impl RxEstimator {
         self.arrived.add(now, size as u64);
         let largest_bytes = track_max(&mut self.queue_max_bytes, QUEUE_MAX_BUCKET, now, queued_bytes);
         self.last_queue_us = queued_us;
-        // Within an overflow burst its own losses lift the estimate past CONGESTION_LOSS_MAX, so
-        // the burst is judged by the estimate from before it.
-        let burst = self.overflow_burst.filter(|&(until, _)| now < until);
-        let loss_judged = burst.map_or(loss_before, |(_, base)| base);
         let congested = newly_lost > 0
-            && loss_judged < CONGESTION_LOSS_MAX
+            && loss_before < CONGESTION_LOSS_MAX
             && queued_us >= CONGESTION_QUEUE_MIN
             && (queued_us >= largest * CONGESTION_QUEUE_SHARE
                 || queued_bytes >= largest_bytes * CONGESTION_QUEUE_SHARE);
-        if congested && burst.is_none() {
-            let span = Duration::from_micros(queued_us as u64).max(OVERFLOW_BURST_MIN);
-            self.overflow_burst = Some((now + span, loss_before));
-        }
         self.update_owd(now, timestamp, size);
         self.update_capacity(now, timestamp, size, newly_lost, queued_us);
         self.update_delivery_rate(now, timestamp, size);
@@ -1059,31 +1039,6 @@ mod tests {
             t += 100_000;
         }
         assert_eq!(e.recent_peak_owd_us(), Some(floor + tx as u32));
-    }
-
-    #[test]
-    fn every_loss_of_an_overflow_burst_is_congestion() {
-        // A passenger's slow start at twice the link's 10 Mbit/s into a 50 ms drop-tail buffer,
-        // from an empty queue, for 150 ms: once the buffer is full, every other packet is dropped
-        // until the sender could have heard of the first. Each loss lifts the loss estimate by an
-        // eighth; judged by the estimate of the moment, only the first two or so were congestion.
-        let mut e = RxEstimator::new(10e6);
-        let mut queue_end = 0u64;
-        let (mut congested, mut lost, mut seq) = (0u64, 0u64, 0u64);
-        for i in 0..375u64 {
-            let sent = 1_000_000 + i * 400;
-            if queue_end.saturating_sub(sent) + 800 > 50_000 {
-                lost += 1;
-            } else {
-                // Served when the queue ahead has gone, 800 µs each, 30 ms on the way.
-                queue_end = queue_end.max(sent) + 800;
-                let s = e.handle(Instant::from_micros(queue_end + 30_000), seq::truncate(seq), sent as u32, 1000);
-                congested += if s.congested { s.newly_lost } else { 0 };
-            }
-            seq += 1;
-        }
-        assert!(lost > 100, "only {lost} packets overflowed");
-        assert!(congested + 2 >= lost, "{congested} of {lost} overflows seen as congestion");
     }
 
     #[test]
