@@ -455,6 +455,16 @@ fn note_delivery(p: &Pair, index: u64, at: &mut Option<Instant>) {
     }
 }
 
+/// Sends `n` packets of 1400 bytes down, one per `gap`, numbered on from `next` (which it
+/// advances).
+fn offer_down(p: &mut Pair, next: &mut u64, n: u64, gap: Duration) {
+    for _ in 0..n {
+        p.send_down(&packet(*next, 1400));
+        *next += 1;
+        p.advance(gap);
+    }
+}
+
 /// Sends `n` packets down at one per `gap` and lets the tunnel drain.
 fn push_down(p: &mut Pair, n: u64, gap: Duration, len: usize) {
     p.advance(Duration::from_millis(500)); // links come up
@@ -509,11 +519,7 @@ fn arq_does_not_resend_what_waits_in_a_standing_queue() {
     p.advance(Duration::from_millis(500));
     let mut i = 0;
     for (n, gap) in [(1_650, 900), (2_250, 450)] {
-        for _ in 0..n {
-            p.send_down(&packet(i, 1400));
-            i += 1;
-            p.advance(Duration::from_micros(gap));
-        }
+        offer_down(&mut p, &mut i, n, Duration::from_micros(gap));
     }
     p.advance(Duration::from_secs(3));
     assert_delivery_sane(&p.delivered_down, i, 1400);
@@ -534,18 +540,10 @@ fn packets_queued_behind_a_collapsed_rate_are_not_taken_for_a_lost_tail() {
     let mut p = Pair::new(&[(20, 10_000.0)], cfg(RecoveryKind::Auto, SchedulerKind::MinDelay));
     p.advance(Duration::from_millis(500));
     let mut i = 0;
-    for _ in 0..1_700 {
-        p.send_down(&packet(i, 1400));
-        i += 1;
-        p.advance(Duration::from_micros(1_200));
-    }
+    offer_down(&mut p, &mut i, 1_700, Duration::from_micros(1_200));
     let before = p.server.stats().data_resent;
     p.links[0].rate_bps = 1_000_000.0;
-    for _ in 0..357 {
-        p.send_down(&packet(i, 1400));
-        i += 1;
-        p.advance(Duration::from_micros(1_400));
-    }
+    offer_down(&mut p, &mut i, 357, Duration::from_micros(1_400));
     p.advance(Duration::from_secs(8));
     assert_delivery_sane(&p.delivered_down, i, 1400);
     assert_eq!(p.delivered_down.len() as u64, i, "every packet delivered");
@@ -759,11 +757,7 @@ fn a_resend_waits_for_room_in_a_full_buffer_rather_than_overflow_it_again() {
         i += 1;
     }
     p.advance(Duration::from_millis(500));
-    for _ in 0..1_100 {
-        p.send_down(&packet(i, 1400));
-        i += 1;
-        p.advance(Duration::from_micros(900));
-    }
+    offer_down(&mut p, &mut i, 1_100, Duration::from_micros(900));
     p.advance(Duration::from_secs(3));
     let mut overflows = std::collections::HashMap::new();
     for (dir, b) in &p.overflowed {
@@ -798,11 +792,7 @@ fn a_lone_uplinks_overflows_reach_the_passengers_at_any_round_trip() {
     p.links[0].queue_limit = Some(Duration::from_millis(100));
     p.advance(Duration::from_millis(500));
     let mut i = 0;
-    for _ in 0..2_200 {
-        p.send_down(&packet(i, 1400));
-        i += 1;
-        p.advance(Duration::from_micros(900));
-    }
+    offer_down(&mut p, &mut i, 2_200, Duration::from_micros(900));
     p.advance(Duration::from_secs(3));
     let overflowed: std::collections::HashSet<u64> =
         p.overflowed.iter().filter_map(|(dir, b)| down_data_index(*dir, b)).collect();
