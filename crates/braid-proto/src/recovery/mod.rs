@@ -255,6 +255,14 @@ pub trait RecoverySender: Send + fmt::Debug {
         None
     }
 
+    /// Whether coded packets (opportunistic, ahead of reports, a capacity probe's) are of use on
+    /// `link` while it is the only usable link ([`Auto`] says no once it has measured the link
+    /// losing nothing at random).
+    fn codes_on_lone_link(&self, link: LinkId) -> bool {
+        let _ = link;
+        true
+    }
+
     /// Whether the scheme codes for `link`'s losses ahead of reports ([`Auto`]): the link's steady
     /// loss is made up for, and the lifecycle need not drain it for that loss. `None` while the
     /// scheme would but has not measured the link yet.

@@ -114,6 +114,11 @@ impl Session {
                     }
                 }
                 Repair::Code { kind, coverage } => {
+                    // Sent ahead of reports for rare random losses, of no use on a lone link
+                    // that has none, as the opportunistic ones ([`Session::codes_nothing_on`]).
+                    if self.usable_slots().next().is_some_and(|s| self.codes_nothing_on(s.tx.id)) {
+                        continue;
+                    }
                     if let Some(t) = self.send_coded(now, buf, kind, &coverage, None) {
                         return Some(t);
                     }
@@ -191,7 +196,11 @@ impl Session {
                 let room = (s.tx.is_probing() && !s.tx.coding_stalled(now, ri)) || s.tx.coding_open(now, ri);
                 // A restore probe's packets go beside a busy modelled queue, at their own pace.
                 let free = s.tx.queue_is_empty(now) || s.tx.beside_probe_due(now);
-                (opportunistic || s.tx.is_probing()) && room && free && s.meter.allows(max)
+                (opportunistic || s.tx.is_probing())
+                    && room
+                    && free
+                    && s.meter.allows(max)
+                    && !self.codes_nothing_on(s.tx.id)
             })
             .map(|s| (s.tx.id, s.tx.loss(), s.tx.is_probing()))
             .collect();

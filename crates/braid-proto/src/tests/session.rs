@@ -528,6 +528,41 @@ fn arq_does_not_resend_what_waits_in_a_standing_queue() {
     assert!(resent < i / 100, "{resent} of {i} packets re-sent with no loss at all");
 }
 
+/// Coded packets (any kind) the server sends on a lone 10 Mbit/s uplink, 20 ms one way, over the
+/// last 2,000 of 7,000 passengers' packets of 1000 bytes at 4 Mbit/s (the default recovery), with
+/// every `drop_every`th data packet lost on the way (0: none).
+fn coded_on_a_lone_uplink(drop_every: u64) -> u64 {
+    let mut p = Pair::new(&[(20, 10_000.0)], cfg(RecoveryKind::Auto, SchedulerKind::MinDelay));
+    p.drop = Box::new(move |dir, _, n, b| {
+        drop_every > 0 && dir == Dir::Down && b.len() > 500 && b[0] >> 2 & 0xf == 1 && n % drop_every == 0
+    });
+    p.advance(Duration::from_millis(500));
+    let mut i = 0;
+    let mut before = 0;
+    for k in 0..7_000 {
+        if k == 5_000 {
+            before = p.server.stats().coded_sent;
+        }
+        p.send_down(&packet(i, 1000));
+        i += 1;
+        p.advance(Duration::from_millis(2));
+    }
+    p.advance(Duration::from_secs(1));
+    assert_delivery_sane(&p.delivered_down, i, 1000);
+    p.server.stats().coded_sent - before
+}
+
+#[test]
+fn a_lone_uplink_that_loses_nothing_at_random_gets_no_coded_packets() {
+    // Its holes hold back no other uplink's packets and its overflows are the passengers'
+    // congestion, so coded packets there could only repair random loss; with none measured they
+    // would only queue ahead of the passengers' packets. With 1 % lost at random they go on.
+    let clean = coded_on_a_lone_uplink(0);
+    assert_eq!(clean, 0, "{clean} coded packets on a lone uplink that loses nothing");
+    let lossy = coded_on_a_lone_uplink(100);
+    assert!(lossy > 100, "only {lossy} coded packets on a lone uplink losing 1 %");
+}
+
 #[test]
 fn packets_queued_behind_a_collapsed_rate_are_not_taken_for_a_lost_tail() {
     // A lone cellular uplink, 20 ms one way: 10 Mbit/s for two seconds (the sender's capacity
