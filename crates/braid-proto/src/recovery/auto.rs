@@ -213,6 +213,8 @@ const LONE_LOSS_BLOCKS: u32 = 16;
 /// At most this many of the last [`LONE_LOSS_BLOCKS`] blocks met any loss on a link that
 /// [`LinkOwed::rarely_loses`].
 const LONE_LOSSY_BLOCKS_MAX: u32 = 2;
+// `LinkOwed::lossy` keeps one bit per block of that window.
+const _: () = assert!(LONE_LOSS_BLOCKS == u16::BITS);
 
 /// One link's coded packets owed ahead of reports, and its loss per block of data packets.
 #[derive(Debug, Clone)]
@@ -357,9 +359,9 @@ impl RecoverySender for Auto {
 
     /// A lone link's holes hold back no other link's packets, and its overflows are the
     /// passengers' congestion, given up rather than repaired (`Session::release_congestion_holes`),
-    /// so opportunistic coded packets there only repair random loss; on a link that loses
-    /// nothing at random ([`LinkOwed::rarely_loses`]) they only queue ahead of the passengers'
-    /// packets.
+    /// so coded packets there (in spare capacity, ahead of reports, a probe's) only repair random
+    /// loss; on a link that loses nothing at random ([`LinkOwed::rarely_loses`]) they only queue
+    /// ahead of the passengers' packets.
     fn codes_on_lone_link(&self, link: LinkId) -> bool {
         !self.link_owed.iter().find(|o| o.link == link).is_some_and(LinkOwed::rarely_loses)
     }
