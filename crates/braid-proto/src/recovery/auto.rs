@@ -70,7 +70,7 @@
 //!   passengers' TCP, so coded packets there only repair random loss. On a link whose last 4,096
 //!   data packets met loss in at most two blocks of 256 ([`LinkOwed::rarely_loses`]: a buffer's
 //!   overflows, not a radio's losses) none go, in spare capacity, ahead of reports or in a
-//!   capacity probe (`Session::codes_nothing_on`); they only queued ahead of the passengers'
+//!   capacity probe (`Session::quiet_lone_link`); they only queued ahead of the passengers'
 //!   packets. The bus route's LTE modem alone (`scenarios/bus-route-lte-only.toml`, seed 1):
 //!   3.654 Mbit/s against plain TCP's 3.649 (3.627 with them); 120 lone cellular modems
 //!   (`scripts/lone-uplink.sh`): mean 1.008 of plain TCP, lowest 0.937, overhead 1.17x (1.002,

@@ -803,13 +803,13 @@ impl Session {
         // A link whose coding budget is spent gets no opportunity until data refills it; with
         // one, the drained queue would call for a coded packet that never goes.
         let max = self.min_transmit_buffer();
+        let quiet = self.quiet_lone_link();
         for s in self.usable_slots() {
-            let wanted = (wanted || (near && s.tx.restoring())) && !self.codes_nothing_on(s.tx.id);
-            if let Some(t) = s.tx.probe_timeout(wanted) {
+            let codes = quiet != Some(s.tx.id);
+            if let Some(t) = s.tx.probe_timeout((wanted || (near && s.tx.restoring())) && codes) {
                 out.push((Timer::CapacityProbe(s.tx.id), t));
             }
             // A probing link is filled with coded packets whatever the scheme.
-            let codes = !self.codes_nothing_on(s.tx.id);
             if codes && (opportunistic || (material && s.tx.is_probing())) && s.meter.allows(max) {
                 // A link the peer measured a queue on opens to coding again when that
                 // measurement goes stale (or a fresh one arrives with a datagram).
@@ -1057,27 +1057,28 @@ impl Session {
             self.last_near = None;
         }
         let (wanted, near) = (self.probing_wanted(), self.last_near.is_some());
-        let quiet: Vec<LinkId> = self.links.iter().map(|s| s.tx.id).filter(|&id| self.codes_nothing_on(id)).collect();
+        let quiet = self.quiet_lone_link();
         for s in &mut self.links {
             if s.tx.remote.is_some() {
                 let restoring = s.tx.restoring();
-                let wanted = (wanted || (near && restoring)) && !quiet.contains(&s.tx.id);
+                let wanted = (wanted || (near && restoring)) && quiet != Some(s.tx.id);
                 s.tx.handle_probe_timer(now, wanted);
             }
         }
     }
 
-    /// Whether `id` carries the session alone and the recovery scheme has no use for coded
-    /// packets on it ([`RecoverySender::codes_on_lone_link`], `auto`'s module docs): then it gets
+    /// The link that carries the session alone, if the recovery scheme has no use for coded
+    /// packets on it ([`RecoverySender::codes_on_lone_link`], `auto`'s module docs): it then gets
     /// none, capacity probes included. Its estimate splits nothing, and the queue model it feeds
-    /// then drives no coding; a probe's packets only queue ahead of the passengers'. On the bus route's LTE modem alone
-    /// (bus-route-lte-only.toml) a probe whose rise came from a clump of deliveries after a stall
-    /// went on at twice the new estimate, 37 Mbit/s, and overflowed the modem's buffer (at 323 s
-    /// and 923 s: 189 and 190 coded packets and 48 and 49 of the passengers' dropped).
-    pub(crate) fn codes_nothing_on(&self, id: LinkId) -> bool {
+    /// then drives no coding; a probe's packets only queue ahead of the passengers'. On the bus
+    /// route's LTE modem alone (bus-route-lte-only.toml) a probe whose rise came from a clump of
+    /// deliveries after a stall went on at twice the new estimate, 37 Mbit/s, and overflowed the
+    /// modem's buffer (at 323 s and 923 s: 189 and 190 coded packets and 48 and 49 of the
+    /// passengers' dropped).
+    pub(crate) fn quiet_lone_link(&self) -> Option<LinkId> {
         let mut usable = self.usable_slots();
-        let lone = usable.next().is_some_and(|s| s.tx.id == id) && usable.next().is_none();
-        lone && !self.recovery.codes_on_lone_link(id)
+        let lone = usable.next().map(|s| s.tx.id).filter(|_| usable.next().is_none())?;
+        (!self.recovery.codes_on_lone_link(lone)).then_some(lone)
     }
 
     /// The lifecycle thresholds in force for `link`: the configured ones, but under

@@ -115,8 +115,8 @@ impl Session {
                 }
                 Repair::Code { kind, coverage } => {
                     // Sent ahead of reports for rare random losses, of no use on a lone link
-                    // that has none, as the opportunistic ones ([`Session::codes_nothing_on`]).
-                    if self.usable_slots().next().is_some_and(|s| self.codes_nothing_on(s.tx.id)) {
+                    // that has none, as the opportunistic ones ([`Session::quiet_lone_link`]).
+                    if self.quiet_lone_link().is_some() {
                         continue;
                     }
                     if let Some(t) = self.send_coded(now, buf, kind, &coverage, None) {
@@ -186,6 +186,7 @@ impl Session {
         // Only links whose coding budget covers the largest coded packet, so that the scheme is
         // not asked for one that then cannot go.
         let max = self.min_transmit_buffer();
+        let quiet = self.quiet_lone_link();
         let empty: Vec<(LinkId, f64, bool)> = self
             .usable_slots()
             .filter(|s| {
@@ -196,11 +197,7 @@ impl Session {
                 let room = (s.tx.is_probing() && !s.tx.coding_stalled(now, ri)) || s.tx.coding_open(now, ri);
                 // A restore probe's packets go beside a busy modelled queue, at their own pace.
                 let free = s.tx.queue_is_empty(now) || s.tx.beside_probe_due(now);
-                (opportunistic || s.tx.is_probing())
-                    && room
-                    && free
-                    && s.meter.allows(max)
-                    && !self.codes_nothing_on(s.tx.id)
+                (opportunistic || s.tx.is_probing()) && room && free && s.meter.allows(max) && quiet != Some(s.tx.id)
             })
             .map(|s| (s.tx.id, s.tx.loss(), s.tx.is_probing()))
             .collect();

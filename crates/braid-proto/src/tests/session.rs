@@ -99,9 +99,7 @@ fn min_delay_prefers_fast_link_until_its_queue_grows() {
 fn oec_recovers_lost_packets_from_spare_capacity() {
     let mut p = Pair::new(&bus(), cfg(RecoveryKind::Oec, SchedulerKind::MinDelay));
     // Drop every 10th data-sized datagram from the server on link 0.
-    p.drop = Box::new(|dir, link, n, b| {
-        dir == Dir::Down && link == LinkId(0) && b.len() > 500 && b[0] >> 2 & 0xf == 1 && n % 10 == 0
-    });
+    p.drop = Box::new(|dir, link, n, b| link == LinkId(0) && down_data_index(dir, b).is_some() && n % 10 == 0);
     exchange(&mut p, 300, Duration::from_millis(10), 800);
     assert_delivery_sane(&p.delivered_down, 300, 800);
     let st = p.client.stats();
@@ -533,9 +531,7 @@ fn arq_does_not_resend_what_waits_in_a_standing_queue() {
 /// every `drop_every`th data packet lost on the way (0: none).
 fn coded_on_a_lone_uplink(drop_every: u64) -> u64 {
     let mut p = Pair::new(&[(20, 10_000.0)], cfg(RecoveryKind::Auto, SchedulerKind::MinDelay));
-    p.drop = Box::new(move |dir, _, n, b| {
-        drop_every > 0 && dir == Dir::Down && b.len() > 500 && b[0] >> 2 & 0xf == 1 && n % drop_every == 0
-    });
+    p.drop = Box::new(move |dir, _, n, b| drop_every > 0 && down_data_index(dir, b).is_some() && n % drop_every == 0);
     p.advance(Duration::from_millis(500));
     let mut i = 0;
     let mut before = 0;
