@@ -278,13 +278,14 @@ _, back = loop.run_until_complete(loop.create_datagram_endpoint(Back, local_addr
 loop.run_forever()
 "#;
 
-/// Sends a forged data datagram (version 2, type data: 0x84) for each session id given and prints the length of the answer to
-/// each (0: none within a second).
+/// Sends a forged data datagram (first byte: braid's version and type data, the first argument) for
+/// each session id given after it and prints the length of the answer to each (0: none within a
+/// second).
 const PROBE: &str = r#"
 import socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1.0)
-for sid in sys.argv[1:]:
-    s.sendto(bytes([0x84]) + int(sid).to_bytes(2, "big") + bytes([0]) + bytes([0x7f, 0, 0]) + bytes(53), ("192.0.2.1", 7700))
+for sid in sys.argv[2:]:
+    s.sendto(bytes([int(sys.argv[1])]) + int(sid).to_bytes(2, "big") + bytes([0]) + bytes([0x7f, 0, 0]) + bytes(53), ("192.0.2.1", 7700))
     try: print(len(s.recv(2048)))
     except socket.timeout: print(0)
 "#;
@@ -340,7 +341,10 @@ fn a_vehicle_cannot_take_another_vehicles_addresses() {
     // unknown-session hint each, 11 bytes), so a prober learns nothing about which ids are live.
     let live = srv["sessions"][0]["id"].as_u64().expect("a session id");
     let dead = (live + 1) % 65_536;
-    let answers = bed.ns(&lan, &format!("python3 -c '{PROBE}' {live} {dead}"));
+    let answers = bed.ns(
+        &lan,
+        &format!("python3 -c '{PROBE}' {first} {live} {dead}", first = (braid_proto::wire::VERSION << 6) | (1 << 2)),
+    );
     println!("answers to forged datagrams for a live and a dead session id: {}", answers.trim());
     assert_eq!(answers.split_whitespace().collect::<Vec<_>>(), ["11", "11"], "live and dead ids told apart");
 
