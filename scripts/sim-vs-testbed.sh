@@ -5,6 +5,7 @@
 # scenarios/testbed-two-modems.toml: within 15 %). Root only (the testbed). Real time: the testbed
 # takes RUNS x (duration_s + drain); the contenders of a run go side by side.
 #   scripts/sim-vs-testbed.sh [SCENARIO] [RUNS] [--from-json TESTBED.json]
+#   DURATION=S: run S seconds instead of the file's duration_s (a copy of the file in OUT)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scenario=${1:-scenarios/testbed-bus.toml}
@@ -12,6 +13,15 @@ runs=${2:-5}
 out=${OUT:-target/sim-vs-testbed}
 mkdir -p "$out"
 cargo build --release --quiet
+if [ -n "${DURATION:-}" ]; then
+  case $DURATION in *[!0-9]* | '') echo "sim-vs-testbed: DURATION must be whole seconds, not '$DURATION'" >&2; exit 1 ;; esac
+  copy="$out/$(basename "$scenario" .toml)-${DURATION}s.toml"
+  grep -q '^duration_s *=' "$scenario" || { echo "sim-vs-testbed: $scenario has no duration_s line to replace" >&2; exit 1; }
+  sed -E "s/^duration_s *=.*/duration_s = $DURATION/" "$scenario" > "$copy"
+  # Files the scenario names next to itself (trace CSVs) stay reachable from the copy.
+  for f in "$(dirname "$scenario")"/*; do case $f in *.toml) ;; *) ln -sf "$(realpath "$f")" "$out/" ;; esac; done
+  scenario=$copy
+fi
 ./target/release/braid sim "$scenario" --runs "$runs" --json > "$out/sim.json"
 if [ "${3:-}" = "--from-json" ]; then
   [ "$4" -ef "$out/testbed.json" ] || cp "$4" "$out/testbed.json"
