@@ -347,6 +347,12 @@ fn a_vehicle_cannot_take_another_vehicles_addresses() {
     );
     println!("answers to forged datagrams for a live and a dead session id: {}", answers.trim());
     assert_eq!(answers.split_whitespace().collect::<Vec<_>>(), ["11", "11"], "live and dead ids told apart");
+    // One from a braid of another protocol version gets no answer, and the log says why.
+    let other = (braid_proto::wire::VERSION ^ 1) << 6 | (1 << 2);
+    let answers = bed.ns(&lan, &format!("python3 -c '{PROBE}' {other} {live}"));
+    assert_eq!(answers.trim(), "0", "answered a datagram of another protocol version");
+    let log = std::fs::read_to_string(bed.dir.join("server.log")).unwrap_or_default();
+    assert!(log.contains("another protocol version"), "the server's log does not name the other version");
 
     // The control socket: 0600 although the server started with umask 000; user nobody is
     // refused, even when the file mode would let it in (peer credentials).

@@ -108,6 +108,8 @@ struct Client {
     send_errors: u64,
     garbage: u64,
     rejected: RejectCounts,
+    /// Protocol versions of other braids already warned about ([`super::note_other_version`]).
+    other_versions: u8,
     handshakes: u64,
     hints: u64,
     /// The uplinks' monthly allowances (`monthly_budget`).
@@ -230,6 +232,7 @@ async fn run_async(path: PathBuf, cfg: ClientConfig) -> anyhow::Result<()> {
         send_errors: 0,
         garbage: 0,
         rejected: RejectCounts::default(),
+        other_versions: 0,
         handshakes: 0,
         hints: 0,
         usage,
@@ -316,7 +319,10 @@ impl Client {
                 let Some(up) = self.uplinks.get(uplink) else { return true };
                 let id = up.id;
                 match Header::parse(&data) {
-                    Err(_) => self.rejected.count(Reject::Malformed),
+                    Err(e) => {
+                        self.rejected.count(Reject::Malformed);
+                        super::note_other_version(&mut self.other_versions, &e, from);
+                    }
                     Ok((h, _)) if h.ptype == PacketType::Handshake => self.on_handshake(now, &data),
                     Ok(_) => {
                         let Some(k) = self.keyed.as_mut() else {

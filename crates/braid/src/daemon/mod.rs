@@ -206,10 +206,48 @@ pub fn log_event(e: braid_proto::Event, session: Option<&str>, uplink_name: impl
     }
 }
 
+/// Warns, once per protocol version, that a datagram came from a braid speaking another version of
+/// the protocol (its header's top two bits, [`braid_proto::wire::VERSION`]). Such datagrams are
+/// refused and counted as malformed, so a vehicle and a server of different releases never form a
+/// session; this says why, where a counter alone would not. `warned` holds one bit per version.
+pub(crate) fn note_other_version(warned: &mut u8, error: &braid_proto::wire::WireError, from: SocketAddr) {
+    if let braid_proto::wire::WireError::BadVersion(version) = *error {
+        let bit = 1u8 << (version & 3);
+        if *warned & bit == 0 {
+            *warned |= bit;
+            tracing::warn!(
+                %from,
+                peer_version = version,
+                our_version = braid_proto::wire::VERSION,
+                "datagrams from a braid of another protocol version are refused: run the same braid release at both ends"
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use braid_proto::Instant;
+
+    #[test]
+    fn a_braid_of_another_protocol_version_is_named_once_per_version() {
+        use braid_proto::wire::{Header, WireError};
+        let from: SocketAddr = "192.0.2.7:4000".parse().unwrap();
+        // A data datagram of version 2 (first byte 0x84) as the header parser sees it.
+        let Err(e) = Header::parse(&[0x84; 16]) else { panic!("a version 2 header parsed") };
+        assert_eq!(e, WireError::BadVersion(2));
+        let mut warned = 0;
+        note_other_version(&mut warned, &e, from);
+        assert_eq!(warned, 0b0100);
+        note_other_version(&mut warned, &e, from);
+        assert_eq!(warned, 0b0100, "warned again");
+        note_other_version(&mut warned, &WireError::BadVersion(1), from);
+        assert_eq!(warned, 0b0110);
+        // Other malformed datagrams are not about versions.
+        note_other_version(&mut warned, &WireError::Truncated { field: "header", need: 11, have: 3 }, from);
+        assert_eq!(warned, 0b0110);
+    }
 
     #[test]
     fn kernel_timestamp_moves_onto_the_engine_clock() {

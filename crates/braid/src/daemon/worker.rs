@@ -222,6 +222,8 @@ pub(super) struct Worker {
     tun_batch: super::tun::TunBatch,
     buf: Vec<u8>,
     counters: Counters,
+    /// Protocol versions of other braids already warned about ([`super::note_other_version`]).
+    other_versions: u8,
     next_housekeeping: braid_proto::Instant,
     /// Per-source limit on unknown-session hints.
     hint_limiter: RateLimiter,
@@ -256,6 +258,7 @@ impl Worker {
             tun_batch: super::tun::TunBatch::default(),
             buf: vec![0u8; usize::from(mtu) + braid_proto::wire::MAX_CARRIER_OVERHEAD + braid_proto::crypto::TAG_LEN],
             counters: Counters::default(),
+            other_versions: 0,
             next_housekeeping: clock.now() + HOUSEKEEPING,
             hint_limiter: RateLimiter::new(braid_proto::crypto::handshake::RATE_LIMITER_ENTRIES),
             outbox: Vec::new(),
@@ -451,9 +454,13 @@ impl Worker {
         data: &[u8],
         dirty: &mut HashSet<u32>,
     ) {
-        let Ok((h, _)) = Header::parse(data) else {
-            self.counters.rejected.count(Reject::Malformed);
-            return;
+        let h = match Header::parse(data) {
+            Ok((h, _)) => h,
+            Err(e) => {
+                self.counters.rejected.count(Reject::Malformed);
+                super::note_other_version(&mut self.other_versions, &e, from);
+                return;
+            }
         };
         let Some(v) = self.sessions.get_mut(&h.session) else {
             self.counters.rejected.count(Reject::UnknownSession);
