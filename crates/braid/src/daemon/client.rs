@@ -109,7 +109,7 @@ struct Client {
     garbage: u64,
     rejected: RejectCounts,
     /// Protocol versions of other braids already warned about ([`super::note_other_version`]).
-    other_versions: u8,
+    other_versions: std::sync::atomic::AtomicU8,
     handshakes: u64,
     hints: u64,
     /// The uplinks' monthly allowances (`monthly_budget`).
@@ -232,7 +232,7 @@ async fn run_async(path: PathBuf, cfg: ClientConfig) -> anyhow::Result<()> {
         send_errors: 0,
         garbage: 0,
         rejected: RejectCounts::default(),
-        other_versions: 0,
+        other_versions: std::sync::atomic::AtomicU8::new(0),
         handshakes: 0,
         hints: 0,
         usage,
@@ -321,7 +321,7 @@ impl Client {
                 match Header::parse(&data) {
                     Err(e) => {
                         self.rejected.count(Reject::Malformed);
-                        super::note_other_version(&mut self.other_versions, &e, from);
+                        super::note_other_version(&self.other_versions, &e, from);
                     }
                     Ok((h, _)) if h.ptype == PacketType::Handshake => self.on_handshake(now, &data),
                     Ok(_) => {

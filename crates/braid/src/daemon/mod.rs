@@ -26,6 +26,7 @@ pub mod worker;
 
 use bytes::Bytes;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
@@ -209,12 +210,13 @@ pub fn log_event(e: braid_proto::Event, session: Option<&str>, uplink_name: impl
 /// Warns, once per protocol version, that a datagram came from a braid speaking another version of
 /// the protocol (its header's top two bits, [`braid_proto::wire::VERSION`]). Such datagrams are
 /// refused and counted as malformed, so a vehicle and a server of different releases never form a
-/// session; this says why, where a counter alone would not. `warned` holds one bit per version.
-pub(crate) fn note_other_version(warned: &mut u8, error: &braid_proto::wire::WireError, from: SocketAddr) {
+/// session; this says why, where a counter alone would not. `warned` holds one bit per version,
+/// shared by the server's workers, so the process says it once whichever socket the datagram
+/// came in on.
+pub(crate) fn note_other_version(warned: &AtomicU8, error: &braid_proto::wire::WireError, from: SocketAddr) {
     if let braid_proto::wire::WireError::BadVersion(version) = *error {
         let bit = 1u8 << (version & 3);
-        if *warned & bit == 0 {
-            *warned |= bit;
+        if warned.fetch_or(bit, Ordering::Relaxed) & bit == 0 {
             tracing::warn!(
                 %from,
                 peer_version = version,
@@ -238,17 +240,18 @@ mod tests {
         let other = VERSION ^ 1;
         let Err(e) = Header::parse(&[(other << 6) | (1 << 2); 16]) else { panic!("a version {other} header parsed") };
         assert_eq!(e, WireError::BadVersion(other));
-        let mut warned = 0;
-        note_other_version(&mut warned, &e, from);
-        assert_eq!(warned, 1 << other);
-        note_other_version(&mut warned, &e, from);
-        assert_eq!(warned, 1 << other, "warned again");
+        let warned = AtomicU8::new(0);
+        let bits = || warned.load(Ordering::Relaxed);
+        note_other_version(&warned, &e, from);
+        assert_eq!(bits(), 1 << other);
+        note_other_version(&warned, &e, from);
+        assert_eq!(bits(), 1 << other, "warned again");
         let third = VERSION ^ 2;
-        note_other_version(&mut warned, &WireError::BadVersion(third), from);
-        assert_eq!(warned, (1 << other) | (1 << third));
+        note_other_version(&warned, &WireError::BadVersion(third), from);
+        assert_eq!(bits(), (1 << other) | (1 << third));
         // Other malformed datagrams are not about versions.
-        note_other_version(&mut warned, &WireError::Truncated { field: "header", need: 11, have: 3 }, from);
-        assert_eq!(warned, (1 << other) | (1 << third));
+        note_other_version(&warned, &WireError::Truncated { field: "header", need: 11, have: 3 }, from);
+        assert_eq!(bits(), (1 << other) | (1 << third));
     }
 
     #[test]

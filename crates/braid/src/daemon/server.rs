@@ -45,7 +45,7 @@ use braid_proto::{RecoveryKind, Role, SchedulerKind, SealedSession, Session};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
@@ -161,6 +161,7 @@ async fn run_async(path: PathBuf, cfg: ServerConfig) -> anyhow::Result<()> {
         unroutable: AtomicU64::new(0),
         handed_over: AtomicU64::new(0),
         hs_dropped: AtomicU64::new(0),
+        other_versions: AtomicU8::new(0),
     });
     let mut queues = Vec::with_capacity(n);
     let mut inboxes = Vec::with_capacity(n);

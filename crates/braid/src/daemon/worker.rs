@@ -28,7 +28,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
@@ -63,6 +63,8 @@ pub(super) struct Shared {
     pub handed_over: AtomicU64,
     /// Handshake datagrams the readers dropped because the coordinator's queue was full.
     pub hs_dropped: AtomicU64,
+    /// Protocol versions of other braids already warned about ([`super::note_other_version`]).
+    pub other_versions: AtomicU8,
 }
 
 /// Something for a worker to do.
@@ -222,8 +224,6 @@ pub(super) struct Worker {
     tun_batch: super::tun::TunBatch,
     buf: Vec<u8>,
     counters: Counters,
-    /// Protocol versions of other braids already warned about ([`super::note_other_version`]).
-    other_versions: u8,
     next_housekeeping: braid_proto::Instant,
     /// Per-source limit on unknown-session hints.
     hint_limiter: RateLimiter,
@@ -258,7 +258,6 @@ impl Worker {
             tun_batch: super::tun::TunBatch::default(),
             buf: vec![0u8; usize::from(mtu) + braid_proto::wire::MAX_CARRIER_OVERHEAD + braid_proto::crypto::TAG_LEN],
             counters: Counters::default(),
-            other_versions: 0,
             next_housekeeping: clock.now() + HOUSEKEEPING,
             hint_limiter: RateLimiter::new(braid_proto::crypto::handshake::RATE_LIMITER_ENTRIES),
             outbox: Vec::new(),
@@ -458,7 +457,7 @@ impl Worker {
             Ok((h, _)) => h,
             Err(e) => {
                 self.counters.rejected.count(Reject::Malformed);
-                super::note_other_version(&mut self.other_versions, &e, from);
+                super::note_other_version(&self.shared.other_versions, &e, from);
                 return;
             }
         };
