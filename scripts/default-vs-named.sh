@@ -14,6 +14,7 @@
 # Pass: ratio >= 0.95 and the default at least as good as the best single uplink.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/scenario-copy.sh
 runs=${RUNS:-3}
 bin=${BIN:-target/release/braid}
 out=${OUT:-target/default-vs-named}
@@ -24,9 +25,7 @@ for f in "$@"; do
   [ -z "${REPORT_ONLY:-}" ] || break
   base=$(basename "$f" .toml)
   # The scratch copy finds the traces and schedules the file names beside it.
-  for a in "$(dirname "$f")"/*; do
-    case $a in *.toml) ;; *) ln -sf "$(realpath "$a")" "$out/" ;; esac
-  done
+  link_beside "$f" "$out"
   python3 - "$f" "$out/$base.toml" <<'PY'
 import sys, tomllib
 src, dst = sys.argv[1], sys.argv[2]

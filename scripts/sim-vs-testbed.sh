@@ -8,6 +8,7 @@
 #   DURATION=S: run S seconds instead of the file's duration_s (a copy of the file in OUT)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/scenario-copy.sh
 scenario=${1:-scenarios/testbed-bus.toml}
 runs=${2:-5}
 out=${OUT:-target/sim-vs-testbed}
@@ -18,8 +19,7 @@ if [ -n "${DURATION:-}" ]; then
   copy="$out/$(basename "$scenario" .toml)-${DURATION}s.toml"
   grep -q '^duration_s *=' "$scenario" || { echo "sim-vs-testbed: $scenario has no duration_s line to replace" >&2; exit 1; }
   sed -E "s/^duration_s *=.*/duration_s = $DURATION/" "$scenario" > "$copy"
-  # Files the scenario names next to itself (trace CSVs) stay reachable from the copy.
-  for f in "$(dirname "$scenario")"/*; do case $f in *.toml) ;; *) ln -sf "$(realpath "$f")" "$out/" ;; esac; done
+  link_beside "$scenario" "$out"
   scenario=$copy
 fi
 ./target/release/braid sim "$scenario" --runs "$runs" --json > "$out/sim.json"

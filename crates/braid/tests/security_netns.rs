@@ -290,6 +290,11 @@ for sid in sys.argv[2:]:
     except socket.timeout: print(0)
 "#;
 
+/// The first byte of a data datagram of protocol `version`, as [`PROBE`] takes it.
+fn data_first_byte(version: u8) -> u8 {
+    (version << 6) | (1 << 2)
+}
+
 #[test]
 fn a_vehicle_cannot_take_another_vehicles_addresses() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -341,14 +346,12 @@ fn a_vehicle_cannot_take_another_vehicles_addresses() {
     // unknown-session hint each, 11 bytes), so a prober learns nothing about which ids are live.
     let live = srv["sessions"][0]["id"].as_u64().expect("a session id");
     let dead = (live + 1) % 65_536;
-    let answers = bed.ns(
-        &lan,
-        &format!("python3 -c '{PROBE}' {first} {live} {dead}", first = (braid_proto::wire::VERSION << 6) | (1 << 2)),
-    );
+    let ours = data_first_byte(braid_proto::wire::VERSION);
+    let answers = bed.ns(&lan, &format!("python3 -c '{PROBE}' {ours} {live} {dead}"));
     println!("answers to forged datagrams for a live and a dead session id: {}", answers.trim());
     assert_eq!(answers.split_whitespace().collect::<Vec<_>>(), ["11", "11"], "live and dead ids told apart");
     // One from a braid of another protocol version gets no answer, and the log says why.
-    let other = (braid_proto::wire::VERSION ^ 1) << 6 | (1 << 2);
+    let other = data_first_byte(braid_proto::wire::VERSION ^ 1);
     let answers = bed.ns(&lan, &format!("python3 -c '{PROBE}' {other} {live}"));
     assert_eq!(answers.trim(), "0", "answered a datagram of another protocol version");
     let log = std::fs::read_to_string(bed.dir.join("server.log")).unwrap_or_default();
