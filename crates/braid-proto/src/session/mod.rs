@@ -304,13 +304,20 @@ impl LinkSlot {
             .map(|at| at + send::RX_SILENCE * (2 + self.silence_reports) / 2)
     }
 
-    /// When the last datagram arrived on this link, if it was carrying data then (the last data
-    /// packet came within [`send::RX_SILENCE`] of it): a link that goes quiet from there went
-    /// silent mid-stream, where one that only carries probes and feedback is quiet by nature.
+    /// When the last datagram arrived on this link, if it was carrying data or coded packets then
+    /// (one came within [`send::RX_SILENCE`] of it): a link that goes quiet from there went silent
+    /// mid-stream, where one that only carries probes and feedback is quiet by nature.
+    ///
+    /// Coded packets count: a link the peer fills with them (spare capacity in the direction of
+    /// a download's acks) is as busy as one carrying data. Counting data alone, a blackout that
+    /// began while the passengers' acks had paused (their download stalled on a hole) left the
+    /// link full of coded packets looking quiet by nature: the end receiving the acks never
+    /// reported it, and the other end sent its acks into it until its liveness timeout (seed 1 of
+    /// scenarios/blackout.toml: 448 ms without data, two passenger TCP timeouts).
     pub(crate) fn silent_since(&self) -> Option<Instant> {
         let (_, at) = self.rx.last()?;
-        let data = self.last_data?;
-        (at.saturating_duration_since(data) <= send::RX_SILENCE).then_some(at)
+        let carried = self.last_data.max(self.last_coded)?;
+        (at.saturating_duration_since(carried) <= send::RX_SILENCE).then_some(at)
     }
 }
 

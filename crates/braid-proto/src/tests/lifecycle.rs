@@ -3,7 +3,7 @@
 //! silent is down as soon as the peer's report of the silence comes over another link; a link
 //! that reappears is probed and admitted at once.
 
-use super::pair::{Pair, index_of, packet};
+use super::pair::{Dir, Pair, index_of, packet};
 use crate::link::{LinkId, LinkState, Phase};
 use crate::recovery::RecoveryKind;
 use crate::scheduler::SchedulerKind;
@@ -149,4 +149,71 @@ fn a_stalled_peer_does_not_take_its_links_down() {
     // Link 1's receive task handed its backlog over before the report, link 0's 5 ms after it
     // (seen on the daemons: a report on resuming had link 0 silent for 258 ms, link 1 for 100).
     assert_eq!(downs_at_server_after_client_stall(stall, Some((LinkId(0), Duration::from_millis(5)))), 0);
+}
+
+/// A download over two links, more than they carry (their buffers hold 60 ms), with the
+/// passengers' acks going up link 0, until they pause (the download waits on a hole) while the
+/// client's coder still fills link 0's spare capacity (the server's acks of the client's data
+/// wait behind the download's queue, so the coder's window keeps them); then link 0 goes dark
+/// both ways. Returns the coded datagrams the server got on link 0 after the
+/// last ack, and when link 0 is down at the client, the sender of those acks.
+fn coded_link_down_at_client() -> (u64, Option<Duration>) {
+    let mut p = Pair::new(&[(5, 20_000.0), (40, 10_000.0)], |role| {
+        let mut c = cfg(role);
+        c.recovery = RecoveryKind::Oec;
+        c
+    });
+    let (last_ack, coded_after) =
+        (std::rc::Rc::new(std::cell::Cell::new(false)), std::rc::Rc::new(std::cell::Cell::new(0)));
+    let (seen_last, coded) = (last_ack.clone(), coded_after.clone());
+    p.drop = Box::new(move |dir, link, _, b| {
+        // Type bits of the first byte: 1 data, 2 coded.
+        if dir == Dir::Up && link == LinkId(0) && seen_last.get() && b[0] >> 2 & 0xf == 2 {
+            coded.set(coded.get() + 1);
+        }
+        false
+    });
+    for l in &mut p.links {
+        l.queue_limit = Some(Duration::from_millis(60));
+    }
+    p.advance(Duration::from_millis(500));
+    let (mut down, mut up) = (0, 0);
+    let mut stream = |p: &mut Pair, ms: u64, acks: bool| {
+        for _ in 0..ms {
+            for _ in 0..4 {
+                p.send_down(&packet(down, 1000));
+                down += 1;
+            }
+            if acks {
+                p.send_up(&packet(up, 60));
+                up += 1;
+            }
+            p.advance(Duration::from_millis(1));
+        }
+    };
+    stream(&mut p, 1000, true);
+    last_ack.set(true);
+    stream(&mut p, 40, false);
+    p.links[0].up = false;
+    let dark = p.now;
+    for _ in 0..100 {
+        stream(&mut p, 10, false);
+        if p.client.link_status(p.now)[0].state == LinkState::Down {
+            return (coded_after.get(), Some(p.now - dark));
+        }
+    }
+    (coded_after.get(), None)
+}
+
+#[test]
+fn a_link_gone_silent_while_carrying_only_coded_packets_is_down_within_a_round_trip_of_the_other() {
+    // The server's last arrivals on link 0 were coded packets, 40 ms after the last ack: it
+    // finds link 0 silent all the same and says so over link 1, and the client takes it down on
+    // that. Counting only data as a link's stream, the server reported nothing and the client
+    // sent into the dark link until its own liveness timeout (blackout.toml, seed 1: 448 ms
+    // without data for a passenger's download).
+    let (coded, after) = coded_link_down_at_client();
+    assert!(coded >= 10, "the client sent {coded} coded packets on link 0 after its last ack");
+    let after = after.expect("link 0 never declared down at the client");
+    assert!(after <= Duration::from_millis(200), "down after {after:?}");
 }
