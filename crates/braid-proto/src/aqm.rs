@@ -21,8 +21,9 @@
 //! still delivers first). The control law, the interval and the re-entry rule are CoDel's. Target
 //! and interval follow the passengers' round trip: the uplinks' smallest *minimum* RTT (the last
 //! 10 s of probes), not the smoothed one, which grows with the very queue CoDel judges, plus under
-//! `min-delay` and `eat` the extra one-way delay of the slowest link the load spreads to, at most
-//! doubling it (`Session::aqm_round_trip`).
+//! `min-delay` and `eat` the larger of the extra one-way delay of the slowest link the load spreads
+//! to and the peer's mean hold of a delivered packet (its report, `FeedbackRepr::hold_ms`), at
+//! most doubling it (`Session::aqm_round_trip`).
 
 use crate::time::Instant;
 use std::time::Duration;

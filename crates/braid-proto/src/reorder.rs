@@ -246,6 +246,35 @@ impl ReorderBuffer {
     }
 }
 
+/// The buffer's recent mean hold per delivered packet, for the peer's reports
+/// ([`crate::wire::FeedbackRepr::hold_ms`]): each report folds in the mean over the packets
+/// delivered since the previous one (those delivered at once count as 0) with weight
+/// [`RecentHold::WEIGHT`], so at one report per 100 ms it follows the last second or so.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RecentHold {
+    mean_us: f64,
+    delivered: u64,
+    wait_us: u64,
+}
+
+impl RecentHold {
+    /// Weight of the newest report's mean.
+    pub const WEIGHT: f64 = 1.0 / 8.0;
+
+    /// Folds in what `stats` counted since the last call and returns the recent mean hold.
+    /// A report with nothing delivered since leaves it as it was.
+    pub fn update(&mut self, stats: &ReorderStats) -> Duration {
+        let delivered = stats.in_order + stats.waited;
+        if delivered > self.delivered {
+            let mean = stats.wait_us.saturating_sub(self.wait_us) as f64 / (delivered - self.delivered) as f64;
+            self.mean_us += (mean - self.mean_us) * Self::WEIGHT;
+            self.delivered = delivered;
+            self.wait_us = stats.wait_us;
+        }
+        Duration::from_micros(self.mean_us.round() as u64)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -362,5 +391,25 @@ mod tests {
         }
         assert!(b.held() <= 3);
         assert_eq!(drain(&mut b), vec![(2, false)]);
+    }
+
+    #[test]
+    fn recent_hold_counts_packets_delivered_at_once_and_follows_the_newest_reports() {
+        let mut h = RecentHold::default();
+        // 30 packets at once and 10 held 40 ms each: a mean of 10 ms, an eighth of it folded in.
+        let mut st = ReorderStats { in_order: 30, waited: 10, wait_us: 400_000, ..Default::default() };
+        assert_eq!(h.update(&st), Duration::from_micros(1250));
+        // Nothing delivered since: unchanged.
+        assert_eq!(h.update(&st), Duration::from_micros(1250));
+        // Every packet held 80 ms from now on: the mean approaches 80 ms and never passes it.
+        let mut last = Duration::ZERO;
+        for _ in 0..40 {
+            st.waited += 10;
+            st.wait_us += 800_000;
+            let m = h.update(&st);
+            assert!(m > last && m <= Duration::from_millis(80), "{m:?} after {last:?}");
+            last = m;
+        }
+        assert!(last > Duration::from_millis(79), "{last:?}");
     }
 }

@@ -213,6 +213,7 @@ fn handmade_bodies() -> Vec<(PacketType, u8, Vec<u8>)> {
     let f = FeedbackRepr {
         cum_ack: 10,
         highest: 20,
+        hold_ms: 77,
         links: vec![LinkReport {
             link: LinkId(0),
             loss: LinkReport::encode_loss(0.1),

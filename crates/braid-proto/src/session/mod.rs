@@ -405,6 +405,11 @@ pub struct Session {
     loss_news_since: Option<Instant>,
     rx_since_report: bool,
     last_report: Instant,
+    /// The sequencing buffer's recent mean hold, reported to the peer.
+    recent_hold: crate::reorder::RecentHold,
+    /// How long the peer's sequencing buffer lately held our packets, from its reports: part of
+    /// the passengers' round trip that CoDel's target follows ([`Session::aqm_round_trip`]).
+    peer_hold: Duration,
     /// Reports sent since the last data or coded packet arrived: a report that only answers the
     /// peer's report is sent at most [`IDLE_REPORTS`] times in a row ([`Session::handle_datagram`]).
     idle_reports: u32,
@@ -468,6 +473,8 @@ impl Session {
             loss_news_since: None,
             rx_since_report: false,
             last_report: now,
+            recent_hold: crate::reorder::RecentHold::default(),
+            peer_hold: Duration::ZERO,
             idle_reports: 0,
             metering: Vec::new(),
             events: VecDeque::new(),

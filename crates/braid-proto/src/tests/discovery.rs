@@ -119,6 +119,26 @@ fn codel_follows_the_round_trip_of_the_slowest_link_the_load_spreads_to() {
 }
 
 #[test]
+fn codel_counts_the_peers_hold_of_repaired_holes_in_the_round_trip() {
+    // Two equal 30 ms paths, one losing every 20th datagram down: the client holds the packets
+    // behind each hole until its repair comes, the passengers' round trip grows by that hold, and
+    // the client's reports carry it to the server, whose CoDel round trip follows (FMTCP Table II
+    // cases 1, 2 and 5: held packets waited 130-210 ms on average beyond the paths' 200 ms).
+    let mut p = Pair::new(&[(30, 10_000.0), (30, 10_000.0)], cfg(RecoveryKind::Auto, SchedulerKind::MinDelay));
+    p.drop = Box::new(|dir, link, n, _| dir == Dir::Down && link == LinkId(1) && n % 10 == 0);
+    p.advance(Duration::from_secs(2));
+    offer(&mut p, 18.0, 3.0);
+    let held = p.client.reorder_stats();
+    let mean_hold = Duration::from_micros(held.wait_us / (held.in_order + held.waited).max(1));
+    let rtt = p.server.aqm_round_trip().expect("round trips measured");
+    assert!(mean_hold >= Duration::from_millis(5), "mean hold {mean_hold:?}");
+    assert!(
+        (Duration::from_millis(58) + mean_hold / 2..=Duration::from_millis(132)).contains(&rtt),
+        "{rtt:?} with the client's mean hold {mean_hold:?}"
+    );
+}
+
+#[test]
 fn auto_runs_no_codel_on_a_link_whose_buffer_holds_many_round_trips() {
     // A lone 10 Mbit/s path of 80 ms round trip. Loaded at 14 Mbit/s, its (unbounded) buffer
     // holds 800 ms by the time the load counts as bulk: ten round trips, a cellular modem's deep

@@ -55,6 +55,11 @@ pub struct FeedbackRepr {
     pub cum_ack: u32,
     /// Low 24 bits of the highest sequence number received.
     pub highest: u32,
+    /// How long the receiver's sequencing buffer has lately held a delivered passenger packet, on
+    /// average over every packet (those delivered at once count as 0), in ms: the part of the
+    /// passengers' round trip that the links' delays do not show, which the sender's CoDel target
+    /// follows (`crate::aqm`).
+    pub hold_ms: u16,
     /// Per-link reports.
     pub links: Vec<LinkReport>,
     /// Holes the receiver wants retransmitted.
@@ -72,6 +77,7 @@ impl FeedbackRepr {
         let mut r = Reader::new(body);
         let cum_ack = r.u24("feedback ack")?;
         let highest = r.u24("feedback highest")?;
+        let hold_ms = r.u16("feedback hold")?;
         let n_links = r.u8("feedback link count")? as usize;
         if n_links > Self::MAX_LINKS {
             return Err(WireError::Invalid { field: "feedback link count", why: "too many links" });
@@ -111,12 +117,12 @@ impl FeedbackRepr {
         if r.remaining() != 0 {
             return Err(WireError::Invalid { field: "feedback", why: "trailing bytes" });
         }
-        Ok(FeedbackRepr { cum_ack, highest, links, nacks })
+        Ok(FeedbackRepr { cum_ack, highest, hold_ms, links, nacks })
     }
 
     /// Bytes the body takes.
     pub fn len(&self) -> usize {
-        3 + 3 + 1 + self.links.len() * LinkReport::LEN + 1 + self.nacks.len() * 4
+        3 + 3 + 2 + 1 + self.links.len() * LinkReport::LEN + 1 + self.nacks.len() * 4
     }
 
     /// Whether the body has no link reports and no NACKs.
@@ -135,6 +141,7 @@ impl FeedbackRepr {
         let mut w = Writer::new(buf, self.len())?;
         w.u24(self.cum_ack & 0x00ff_ffff);
         w.u24(self.highest & 0x00ff_ffff);
+        w.u16(self.hold_ms);
         w.u8(self.links.len() as u8);
         for l in &self.links {
             w.u8(l.link.0);

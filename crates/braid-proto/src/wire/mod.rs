@@ -36,8 +36,10 @@ pub use header::{Header, PacketType};
 pub use probe::{LinkName, LinkRequest, MAX_LINK_NAME, ProbeRepr};
 
 /// braid's protocol version, carried in the top two bits of every datagram. Version 2 narrowed the
-/// session id to 16 bits and the piggybacked ack to 16, so that no data packet exceeds 60 bytes.
-pub const VERSION: u8 = 2;
+/// session id to 16 bits and the piggybacked ack to 16, so that no data packet exceeds 60 bytes;
+/// version 3 added the receiver's mean hold to feedback ([`FeedbackRepr::hold_ms`]). A peer of
+/// another version is refused by name ([`WireError::BadVersion`]) rather than misread.
+pub const VERSION: u8 = 3;
 /// Length of the common header.
 pub const HEADER_LEN: usize = 11;
 /// Offset of the link id in the header; the crypto layer reads it and the per-link sequence number

@@ -101,6 +101,7 @@ fn feedback_round_trip() {
     let f = FeedbackRepr {
         cum_ack: 5,
         highest: 9,
+        hold_ms: 77,
         links: vec![LinkReport {
             link: LinkId(1),
             loss: LinkReport::encode_loss(0.05),
