@@ -65,7 +65,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Err(e) = init_logging(&cli.log, cli.log_format) {
-        eprintln!("braid: {e:#}");
+        eprintln!("braid: {}", cli::error_chain(&e));
         return ExitCode::FAILURE;
     }
     let result = match cli.command {
@@ -84,7 +84,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("braid: {e:#}");
+            eprintln!("braid: {}", cli::error_chain(&e));
             ExitCode::FAILURE
         }
     }

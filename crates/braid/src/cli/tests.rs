@@ -171,3 +171,25 @@ fn braid_sim_takes_the_peers_out_of_every_sweep_point() {
         assert_eq!(names, ["default"], "sweep point {value:?}");
     }
 }
+
+#[test]
+fn an_error_names_each_cause_once() {
+    use anyhow::Context as _;
+    let dir = std::env::temp_dir().join(format!("braid-chain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("s.toml");
+    std::fs::write(
+        &file,
+        "name = \"g\"\nduration_s = 1\n[[link]]\nname = \"a\"\n\
+         down = { rate_kbps = 1000, schedule = \"gone.csv\" }\nup = { rate_kbps = 100 }\n\
+         [workload]\nkind = \"bulk\"\n[[scheme]]\nname = \"s\"\n",
+    )
+    .unwrap();
+    let e = Scenario::from_file(&file).with_context(|| format!("scenario {}", file.display())).unwrap_err();
+    let msg = super::error_chain(&e);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(msg.starts_with("scenario ") && msg.contains("link.a.down.schedule") && msg.contains("gone.csv"), "{msg}");
+    // The OS error once; anyhow's own `{:#}` says it three times.
+    assert_eq!(msg.matches("os error 2").count(), 1, "{msg}");
+    assert_eq!(format!("{e:#}").matches("os error 2").count(), 3, "{e:#}");
+}

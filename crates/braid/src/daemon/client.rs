@@ -806,7 +806,7 @@ impl Client {
         let cfg = match ClientConfig::load(&self.path) {
             Ok(c) => c,
             Err(e) => {
-                tracing::error!(error = format_args!("{e:#}"), "reload refused; keeping the running settings");
+                tracing::error!(error = %crate::cli::error_chain(&e), "reload refused; keeping the running settings");
                 return;
             }
         };

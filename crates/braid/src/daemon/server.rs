@@ -640,7 +640,7 @@ impl Server {
         let (c, keys) = match loaded {
             Ok(x) => x,
             Err(e) => {
-                tracing::error!(error = format_args!("{e:#}"), "reload refused; keeping the running settings");
+                tracing::error!(error = %crate::cli::error_chain(&e), "reload refused; keeping the running settings");
                 return;
             }
         };
