@@ -8,6 +8,7 @@ use crate::link::{LinkId, LinkState, Phase};
 use crate::recovery::RecoveryKind;
 use crate::scheduler::SchedulerKind;
 use crate::session::{Role, SessionConfig};
+use crate::wire::{Header, PacketType};
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -163,16 +164,6 @@ fn coded_link_down_at_client() -> (u64, Option<Duration>) {
         c.recovery = RecoveryKind::Oec;
         c
     });
-    let (last_ack, coded_after) =
-        (std::rc::Rc::new(std::cell::Cell::new(false)), std::rc::Rc::new(std::cell::Cell::new(0)));
-    let (seen_last, coded) = (last_ack.clone(), coded_after.clone());
-    p.drop = Box::new(move |dir, link, _, b| {
-        // Type bits of the first byte: 1 data, 2 coded.
-        if dir == Dir::Up && link == LinkId(0) && seen_last.get() && b[0] >> 2 & 0xf == 2 {
-            coded.set(coded.get() + 1);
-        }
-        false
-    });
     for l in &mut p.links {
         l.queue_limit = Some(Duration::from_millis(60));
     }
@@ -192,7 +183,15 @@ fn coded_link_down_at_client() -> (u64, Option<Duration>) {
         }
     };
     stream(&mut p, 1000, true);
-    last_ack.set(true);
+    // From the last ack on, count the coded datagrams the client sends on link 0.
+    let coded_after = std::rc::Rc::new(std::cell::Cell::new(0));
+    let coded = coded_after.clone();
+    p.drop = Box::new(move |dir, link, _, b| {
+        if dir == Dir::Up && link == LinkId(0) && Header::parse(b).is_ok_and(|(h, _)| h.ptype == PacketType::Coded) {
+            coded.set(coded.get() + 1);
+        }
+        false
+    });
     stream(&mut p, 40, false);
     p.links[0].up = false;
     let dark = p.now;
