@@ -153,7 +153,7 @@ pub fn demo(runs: u32, duration_s: u64) -> Result<anyhow::Result<()>, String> {
     // 3-segment initial window); the testbed gives the real kernels the same, the initial RTO
     // through a BPF program, so check that this kernel takes it before starting.
     let mut scenario = Scenario::default_bus();
-    drop(hosts::HostTcp::new(&scenario.tcp).map_err(|e| format!("{e:#}"))?);
+    drop(hosts::HostTcp::new(&scenario.tcp).map_err(|e| super::error_chain(&e))?);
     let peer = |name: &str, p| SchemeSpec {
         name: name.into(),
         kind: SchemeKind::Peer(p),

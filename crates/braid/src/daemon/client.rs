@@ -419,7 +419,7 @@ impl Client {
                 self.servers.advance();
                 tracing::warn!(
                     server = %entry,
-                    error = format_args!("{e:#}"),
+                    error = %crate::cli::error_chain(&e),
                     next = %self.servers.entry(),
                     "cannot look the server up; trying again in {} s",
                     servers::RESOLVE_RETRY.as_secs()

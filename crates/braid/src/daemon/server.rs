@@ -743,11 +743,11 @@ impl Server {
         let mut list: Vec<PeerEntry> = self.peers.entries().cloned().collect();
         list.push(entry.clone());
         if let Err(e) = ServerConfig::check_peers(&list, "") {
-            return Response::err(format!("peer {name:?}: {e:#}"));
+            return Response::err(format!("peer {name:?}: {}", crate::cli::error_chain(&e)));
         }
         let keys = match entry.keys() {
             Ok(k) => k,
-            Err(e) => return Response::err(format!("peer {name:?}: preshared_key: {e:#}")),
+            Err(e) => return Response::err(format!("peer {name:?}: preshared_key: {}", crate::cli::error_chain(&e))),
         };
         let added = self.admit(entry, keys);
         self.publish();
