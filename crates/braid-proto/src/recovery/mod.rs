@@ -225,6 +225,12 @@ pub trait RecoverySender: Send + fmt::Debug {
         let _ = (now, seq);
     }
 
+    /// The peer reports `seq` missing, and the session repairs it itself, later, if it is not
+    /// decoded first (`Session::repair_wait`): the hole counts as a loss, but nothing is owed.
+    fn on_hole_waiting(&mut self, now: Instant, seq: u64) {
+        let _ = (now, seq);
+    }
+
     /// Repairs to send right away, before new data.
     fn poll_repair(&mut self, now: Instant) -> Option<Repair> {
         let _ = now;

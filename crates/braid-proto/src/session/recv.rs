@@ -205,6 +205,8 @@ impl Session {
             self.peer_cum_ack = ack;
             self.recovery.on_ack(now, ack);
             self.resends.retain(|&(s, _)| s >= ack);
+            // Decoded at the peer while their repair waited ([`Session::repair_wait`]).
+            self.waiting_repairs.retain(|&(_, s)| s >= ack);
             let keep_from = self.recovery.oldest_needed().map_or(ack, |o| o.min(ack));
             self.sent.remove_below(keep_from);
         }
@@ -251,8 +253,16 @@ impl Session {
             let start = seq::expand(base, n.start);
             for s in start..start + u64::from(n.len) {
                 let crossed = self.sent.get(s).and_then(|st| st.meta.resent_at).is_some_and(|at| now < at + fresh);
-                if s < self.next_seq && !crossed {
-                    self.recovery.on_nack(now, s);
+                if s >= self.next_seq || crossed {
+                    continue;
+                }
+                match self.repair_wait(s) {
+                    Some(_) if self.waiting_repairs.iter().any(|&(_, w)| w == s) => {}
+                    Some(wait) => {
+                        self.recovery.on_hole_waiting(now, s);
+                        self.waiting_repairs.push_back((now + wait, s));
+                    }
+                    None => self.recovery.on_nack(now, s),
                 }
             }
         }
