@@ -4,22 +4,29 @@
 //! whole transfer. The full 60 s table is `scripts/default-vs-named.sh
 //! scenarios/fmtcp-table2-case*.toml`.
 
+use braid_sim::results::SchemeResult;
 use braid_sim::runner::{RunOptions, run_scenario};
 use braid_sim::scenario::Scenario;
 use std::path::Path;
 use std::time::Duration;
 
-#[test]
-fn on_paths_400_ms_apart_the_default_keeps_its_aqm_and_its_repairs() {
-    // Case 8: path 1 100 ms one way and 0.1 % loss, path 2 500 ms and 1 %. A flow's slow start
-    // over these round trips takes most of 20 s, then the fast path's 200 ms buffer is full.
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/fmtcp-table2-case8.toml");
+/// One 30 s run of `file`'s default scheme (at `seed`, or the file's).
+fn default_for_30_s(file: &str, seed: Option<u64>) -> SchemeResult {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios").join(file);
     let mut sc = Scenario::from_file(&path).expect("shipped scenario parses");
     sc.schemes.retain(|s| s.name == "default");
     assert_eq!(sc.schemes.len(), 1, "a default scheme");
     sc.duration = Duration::from_secs(30);
+    sc.seed = seed.unwrap_or(sc.seed);
     let report = run_scenario(&sc, &RunOptions { runs: Some(1), ..Default::default() }, &|_, _| {}).expect("runs");
-    let r = &report.results[0];
+    report.results.into_iter().next().expect("one run")
+}
+
+#[test]
+fn on_paths_400_ms_apart_the_default_keeps_its_aqm_and_its_repairs() {
+    // Case 8: path 1 100 ms one way and 0.1 % loss, path 2 500 ms and 1 %. A flow's slow start
+    // over these round trips takes most of 20 s, then the fast path's 200 ms buffer is full.
+    let r = &default_for_30_s("fmtcp-table2-case8.toml", None);
     let goodput = r.goodput_kbps.expect("bulk goodput");
     eprintln!("default: {goodput:.0} kbit/s, late {:.4}", r.late_fraction);
     // When the server's path round-trip estimate fell to 0 (its queue model's error), `auto`
@@ -43,13 +50,7 @@ fn a_hole_decoded_from_the_coded_packets_on_its_lossy_path_is_not_resent() {
     // waits for the client's ack of the decoded hole before it resends (`Session::repair_wait`).
     // Seed 2 codes for path 2 from its first seconds on (seeds 1 and 3 start and stop in their
     // first 5 s, while the loss estimate settles, and resend as before then).
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/fmtcp-table2-case3.toml");
-    let mut sc = Scenario::from_file(&path).expect("shipped scenario parses");
-    sc.schemes.retain(|s| s.name == "default");
-    sc.duration = Duration::from_secs(30);
-    sc.seed = 2;
-    let report = run_scenario(&sc, &RunOptions { runs: Some(1), ..Default::default() }, &|_, _| {}).expect("runs");
-    let r = &report.results[0];
+    let r = &default_for_30_s("fmtcp-table2-case3.toml", Some(2));
     let goodput = r.goodput_kbps.expect("bulk goodput");
     eprintln!("default: {goodput:.0} kbit/s, {} resent, mean hold {:.1} ms", r.resent, r.mean_hold_ms);
     // Resent at once, every hole went again a round trip later and arrived as a duplicate: 2,562

@@ -55,7 +55,8 @@
 //!   of a report's round trip, and the passengers' stream behind it is not held that long. Sent
 //!   on the lossy link itself, the coded packets arrive after the data they follow and take the
 //!   capacity the losses leave there, not the clean links'; the factor covers their own losses
-//!   and the spread of losses between them. Reported holes are still resent. Only under a bulk
+//!   and the spread of losses between them. Reported holes are still resent if the peer has not
+//!   decoded them within its ack delay and a bit (`Session::repair_wait`). Only under a bulk
 //!   load over two or more links (`Session::poll_transmit`), and at the link's random loss, the
 //!   smallest of its loss estimate's means over the last few blocks of its data packets
 //!   ([`LinkOwed::random_loss`]): bursts of overflows at a full buffer otherwise set it coding
