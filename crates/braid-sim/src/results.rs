@@ -42,6 +42,9 @@ pub struct LinkResult {
     pub true_loss_down: f64,
     /// Throughput carried down per second of the run, kbit/s, in 1-second bins.
     pub down_kbps_series: Vec<f64>,
+    /// Seconds braid had the link degraded (drained of new data for its loss) at whichever end
+    /// had it so longer; `None` where not measured (the testbed, peers).
+    pub degraded_s: Option<f64>,
 }
 
 /// Everything measured in one run of one scheme.

@@ -131,6 +131,7 @@ pub fn aggregate(scheme: &str, sweep_value: Option<f64>, runs: &[&RunResult]) ->
                     est_loss_down: mean(ls.iter().map(|l| l.est_loss_down)),
                     true_loss_down: mean(ls.iter().map(|l| l.true_loss_down)),
                     down_kbps_series: l0.down_kbps_series.clone(),
+                    degraded_s: l0.degraded_s.map(|_| mean(ls.iter().map(|l| l.degraded_s.unwrap_or(0.0)))),
                 }
             })
             .collect(),

@@ -420,6 +420,7 @@ fn link_results(
                 est_loss_down: 0.0,
                 true_loss_down: s.down.loss.mean_loss(),
                 down_kbps_series: Vec::new(),
+                degraded_s: None,
             }
         })
         .collect()

@@ -1167,6 +1167,10 @@ impl Session {
         // timer of every session.
         let auto_over_many = self.cfg.recovery == RecoveryKind::Auto && self.links.len() > 1;
         let bulk = self.load_is_bulk(now);
+        // Whether a link's loss spike may be its overflow though no queue showed: only where the
+        // other healthy links could not carry its traffic ([`crate::link::Evidence::dominant`]).
+        let healthy = |s: &LinkSlot| s.tx.state == LinkState::Active && s.life.phase() != crate::link::Phase::Degraded;
+        let healthy_bps: f64 = self.links.iter().filter(|s| healthy(s)).map(|s| s.tx.capacity_bps()).sum();
         let mut went_down = Vec::new();
         for s in &mut self.links {
             match s.tx.state {
@@ -1200,6 +1204,11 @@ impl Session {
                         judged: [s.tx.judged(), s.rx.judged()],
                         lossier: usize::from(!tx_lossier),
                         overfilled_at: if tx_lossier { s.tx.overfilled_at() } else { s.rx.capacity_cut_at() },
+                        dominant: {
+                            let own = s.tx.capacity_bps();
+                            let others = healthy_bps - if healthy(s) { own } else { 0.0 };
+                            others < 0.5 * own
+                        },
                     };
                     if let Some(next) = s.life.judge(loss, queued, ev, now, &lifecycle) {
                         tracing::debug!(

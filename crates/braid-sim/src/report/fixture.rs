@@ -91,6 +91,7 @@ fn link(name: &str, capacity: f64, loss: f64) -> LinkResult {
         est_loss_down: loss * 1.2,
         true_loss_down: loss,
         down_kbps_series: (0..10).map(|s| capacity * 0.5 + 20.0 * f64::from(s)).collect(),
+        degraded_s: Some(0.0),
     }
 }
 
