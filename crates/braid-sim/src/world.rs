@@ -678,12 +678,12 @@ impl<'a> World<'a> {
         let server_status = self.server.link_status(self.server_now());
         let total_data: u64 = status.iter().chain(&server_status).map(|s| s.counters.data_sent).sum();
         let duration_s = self.end.as_secs_f64();
+        // `time_in` holds one entry per phase.
         let degraded = |s: &braid_proto::session::LinkStatus| {
             s.time_in
                 .iter()
-                .filter(|(p, _, _)| *p == braid_proto::link::Phase::Degraded)
-                .map(|(_, d, _)| d.as_secs_f64())
-                .sum::<f64>()
+                .find(|(p, _, _)| *p == braid_proto::link::Phase::Degraded)
+                .map_or(0.0, |(_, d, _)| d.as_secs_f64())
         };
         let links = self
             .links
@@ -709,8 +709,7 @@ impl<'a> World<'a> {
                     est_loss_down: st.map_or(0.0, |s| s.rx_loss),
                     true_loss_down: l.true_loss_down,
                     down_kbps_series: l.down_bytes_per_s.iter().map(|b| *b as f64 * 8.0 / 1000.0).collect(),
-                    degraded_s: (st.is_some() || sst.is_some())
-                        .then(|| st.iter().chain(sst.iter()).map(|s| degraded(s)).fold(0.0, f64::max)),
+                    degraded_s: st.into_iter().chain(sst).map(degraded).reduce(f64::max),
                 }
             })
             .collect();
