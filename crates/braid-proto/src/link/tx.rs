@@ -658,6 +658,13 @@ impl TxLink {
     }
 
     /// When a packet of `size` bytes sent on this link would take the modelled queue no further
+    /// than the deepest queue the peer has measured on it ([`Self::peak_queue`], its buffer as
+    /// far as braid knows), or than `floor` if that is deeper; `None` when it fits now.
+    pub fn buffer_room_at(&self, now: Instant, size: usize, floor: Duration) -> Option<Instant> {
+        self.room_at(now, size, self.peak_queue().max(floor))
+    }
+
+    /// When a packet of `size` bytes sent on this link would take the modelled queue no further
     /// than `brim`; `None` when it fits now.
     pub fn room_at(&self, now: Instant, size: usize, brim: Duration) -> Option<Instant> {
         let brim = brim.as_micros() as f64;

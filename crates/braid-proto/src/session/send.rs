@@ -379,8 +379,34 @@ impl Session {
                 DataPick::WaitUntil(now + over(f).unwrap_or_default().max(std::time::Duration::from_micros(1)))
             }
             _ if !open.is_empty() => DataPick::Link(self.scheduler.pick(now, size, &open)),
-            _ => DataPick::Link(self.scheduler.pick(now, size, &views)),
+            _ => DataPick::Link(self.pick_within_buffers(now, size, &views)),
         }
+    }
+
+    /// The scheduler's pick for a packet that must go though every link is over the AQM's limit
+    /// (it waited [`MAX_DATA_WAIT`]), among the links whose buffer it fits
+    /// ([`crate::link::TxLink::buffer_room_at`]); where it fits none, among all.
+    ///
+    /// By earliest arrival alone it went to the fastest link whatever that link's buffer holds:
+    /// a full 100 ms path still looks earlier than an idle 500 ms one until its queue is 400 ms
+    /// deep, twice its 200 ms buffer (FMTCP Table II case 8). When held resends had kept the
+    /// passengers' data waiting, the whole backlog went there at once: its modelled queue reached
+    /// 630 ms, the buffer overflowed, and the holes' resends held the next data back in turn; the
+    /// passengers' TCP stalled for 1-2 s twice a minute. Where it fits nowhere, sending it to the
+    /// link least beyond its buffer instead moved whole backlogs onto the 500 ms path, and one
+    /// run stalled for 10.9 s: there the earliest arrival is kept.
+    fn pick_within_buffers(&mut self, now: Instant, size: usize, views: &[LinkView]) -> LinkId {
+        let within: Vec<LinkView> = views
+            .iter()
+            .filter(|v| {
+                self.links
+                    .iter()
+                    .find(|s| s.tx.id == v.id)
+                    .is_some_and(|s| s.tx.buffer_room_at(now, size + OUTER_OVERHEAD, RESEND_QUEUE_CAP).is_none())
+            })
+            .copied()
+            .collect();
+        self.scheduler.pick(now, size, if within.is_empty() { views } else { &within })
     }
 
     /// Whether the scheduler moves traffic to whichever link is least loaded (so congestion means
@@ -564,7 +590,7 @@ impl Session {
         let mut capacity = 0.0;
         let mut buffer = std::time::Duration::ZERO;
         for s in self.usable_slots() {
-            let t = s.tx.room_at(now, size + OUTER_OVERHEAD, s.tx.peak_queue().max(RESEND_QUEUE_CAP))?;
+            let t = s.tx.buffer_room_at(now, size + OUTER_OVERHEAD, RESEND_QUEUE_CAP)?;
             wait = Some(wait.map_or(t, |w| w.min(t)));
             capacity += s.tx.capacity_bps();
             buffer = buffer.max(s.tx.peak_queue());

@@ -859,3 +859,26 @@ fn a_burst_into_a_full_buffer_waits_in_braid_rather_than_overflow_it() {
     assert_delivery_sane(&p.delivered_down, i, 1400);
     assert_eq!(p.delivered_down.len() as u64, i, "every packet delivered");
 }
+
+#[test]
+fn data_that_waited_long_goes_where_a_buffer_holds_it_not_into_the_fastest_links_overflow() {
+    // FMTCP Table II case 8's paths, the fast one's buffer 200 ms deep, the slow one's deep:
+    // passengers that do not back off offer 1.2 times both paths together for 1.4 s, so data
+    // waits in braid until every path is over the AQM's limit and then goes anyway. By earliest
+    // arrival alone it went to the fast path until its modelled queue was 400 ms, twice what the
+    // buffer holds: 264 data packets overflowed it; kept to the buffers, 65.
+    let mut p = Pair::new(&[(100, 10_000.0), (500, 10_000.0)], |role| {
+        let mut c = cfg(RecoveryKind::Arq, SchedulerKind::MinDelay)(role);
+        c.aqm.enabled = true;
+        c
+    });
+    p.links[0].queue_limit = Some(Duration::from_millis(200));
+    p.advance(Duration::from_millis(1500));
+    let mut i = 0;
+    offer_down(&mut p, &mut i, 3_000, Duration::from_micros(467));
+    p.advance(Duration::from_secs(5));
+    let overflowed = p.overflowed.iter().filter(|(dir, b)| down_data_index(*dir, b).is_some()).count();
+    assert!(overflowed < 130, "{overflowed} data packets overflowed the fast path's buffer; {:?}", p.server.stats());
+    assert_delivery_sane(&p.delivered_down, i, 1400);
+    assert_eq!(p.delivered_down.len() as u64, i, "every packet delivered");
+}
