@@ -383,8 +383,8 @@ impl Session {
         }
     }
 
-    /// The scheduler's pick for a packet that must go though every link is over the AQM's limit
-    /// (it waited [`MAX_DATA_WAIT`]), among the links whose buffer it fits
+    /// The scheduler's pick for a packet that must go even though every link is over the AQM's
+    /// limit (it waited [`MAX_DATA_WAIT`]), among the links whose buffer it fits
     /// ([`crate::link::TxLink::buffer_room_at`]); where it fits none, among all.
     ///
     /// By earliest arrival alone it went to the fastest link whatever that link's buffer holds:
