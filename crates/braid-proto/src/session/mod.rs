@@ -699,7 +699,7 @@ impl Session {
     /// The peer's name for link `id`, once a probe carried it (a client's `[[uplink]]` name, on
     /// the server).
     pub fn peer_link_name(&self, id: LinkId) -> Option<&str> {
-        self.links.iter().find(|s| s.tx.id == id).and_then(|s| s.peer_name.as_ref()).map(|n| n.as_str())
+        self.slot(id).and_then(|s| s.peer_name.as_ref()).map(|n| n.as_str())
     }
 
     /// Ids of the links the session knows.
@@ -1261,7 +1261,7 @@ impl Session {
     /// and re-sending all of that only queued the packets that matter behind copies.
     fn resend_unacked_from(&mut self, _now: Instant, id: LinkId) {
         let from = self.peer_cum_ack.max(self.sent.base());
-        let confirmed = self.links.iter().find(|s| s.tx.id == id).and_then(|s| s.tx.last_confirmed_send());
+        let confirmed = self.slot(id).and_then(|s| s.tx.last_confirmed_send());
         let mut n = 0;
         for seq in from..self.next_seq {
             if let Some(st) = self.sent.get(seq)
@@ -1280,6 +1280,11 @@ impl Session {
     /// How link `id` is metered when it appears ([`Session::set_link_metering`]).
     pub(crate) fn metering_of(&self, id: LinkId) -> Metering {
         self.metering.iter().find(|(l, _)| *l == id).map_or_else(Metering::default, |(_, m)| *m)
+    }
+
+    /// Link `id`'s slot, if the session has that link.
+    pub(crate) fn slot(&self, id: LinkId) -> Option<&LinkSlot> {
+        self.links.iter().find(|s| s.tx.id == id)
     }
 
     pub(crate) fn slot_mut(&mut self, id: LinkId) -> Option<&mut LinkSlot> {

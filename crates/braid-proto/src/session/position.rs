@@ -55,7 +55,7 @@ impl Session {
 
     /// What the location map expects of link `id` now; all false with the feature off.
     pub fn link_expectation(&self, id: crate::link::LinkId) -> Expectation {
-        self.links.iter().find(|s| s.tx.id == id).map_or_else(Expectation::default, |s| s.expect)
+        self.slot(id).map_or_else(Expectation::default, |s| s.expect)
     }
 }
 

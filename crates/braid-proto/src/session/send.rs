@@ -358,12 +358,7 @@ impl Session {
         if !(self.aqm_active(now) && self.scheduler_shares_load()) {
             return DataPick::Link(self.scheduler.pick(now, size, &views));
         }
-        let over = |v: &LinkView| {
-            self.links
-                .iter()
-                .find(|s| s.tx.id == v.id)
-                .map(|s| s.tx.queue_delay(now).saturating_sub(aqm.link_queue_limit))
-        };
+        let over = |v: &LinkView| self.slot(v.id).map(|s| s.tx.queue_delay(now).saturating_sub(aqm.link_queue_limit));
         let (open, full): (Vec<LinkView>, Vec<LinkView>) =
             views.iter().copied().partition(|v| over(v).is_none_or(|o| o.is_zero()));
         let first_full = full.iter().min_by_key(|v| (v.arrival_us, v.id));
@@ -399,9 +394,7 @@ impl Session {
         let within: Vec<LinkView> = views
             .iter()
             .filter(|v| {
-                self.links
-                    .iter()
-                    .find(|s| s.tx.id == v.id)
+                self.slot(v.id)
                     .is_some_and(|s| s.tx.buffer_room_at(now, size + OUTER_OVERHEAD, RESEND_QUEUE_CAP).is_none())
             })
             .copied()
@@ -436,7 +429,7 @@ impl Session {
         if !self.aqm_active(now) {
             return false;
         }
-        let Some(slot) = self.links.iter().find(|s| s.tx.id == link) else { return false };
+        let Some(slot) = self.slot(link) else { return false };
         let waited = now.saturating_duration_since(arrived);
         let sojourn = if self.scheduler_shares_load() {
             let reference = self.reference_owd();
