@@ -352,6 +352,11 @@ mod tests {
         Evidence { judged: [n, 0], lossier: 0, overfilled_at: None, dominant: false }
     }
 
+    /// [`ev`], the link found overfilled at `cut` ms if at all.
+    fn ev_cut(n: u64, cut: Option<u64>) -> Evidence {
+        Evidence { overfilled_at: cut.map(ms), ..ev(n) }
+    }
+
     #[test]
     fn admitted_only_after_a_streak_of_good_probes() {
         let cfg = LifecycleConfig::default();
@@ -486,12 +491,7 @@ mod tests {
         // at once, the only fast uplink was drained for half a second and the passenger's TCP
         // timed out on the slow one.
         let cfg = LifecycleConfig::default();
-        let at = |judged: u64, cut: Option<u64>| Evidence {
-            judged: [judged, 0],
-            lossier: 0,
-            overfilled_at: cut.map(ms),
-            dominant: true,
-        };
+        let at = |judged: u64, cut: Option<u64>| Evidence { dominant: true, ..ev_cut(judged, cut) };
         let mut l = Lifecycle::new(Phase::Active, ms(0));
         assert_eq!(l.judge(0.65, false, at(1000, Some(2890)), ms(3000), &cfg), None, "degraded on its overflow");
         assert_eq!(l.judge(0.05, false, at(1020, Some(2890)), ms(3050), &cfg), None);
@@ -505,19 +505,13 @@ mod tests {
         // passengers meanwhile (PluriBus Fig. 7b at eight times the load lost 6.8 % of its mean
         // FCT with every overfilled link shielded).
         let mut o = Lifecycle::new(Phase::Active, ms(0));
-        let ev = Evidence { dominant: false, ..at(0, Some(2900)) };
-        assert_eq!(o.judge(0.65, false, ev, ms(3000), &cfg), Some(Phase::Degraded));
+        assert_eq!(o.judge(0.65, false, ev_cut(0, Some(2900)), ms(3000), &cfg), Some(Phase::Degraded));
     }
 
     #[test]
     fn a_lossy_link_is_degraded_only_on_packets_judged_and_a_capacity_cut_starts_over() {
         let cfg = LifecycleConfig::default();
-        let at = |judged: u64, cut: Option<u64>| Evidence {
-            judged: [judged, 0],
-            lossier: 0,
-            overfilled_at: cut.map(ms),
-            dominant: false,
-        };
+        let at = ev_cut;
         // An uplink that got ten times slower: its estimate jumps on the overflow, and the split,
         // seeing a deep modelled queue, sends it nothing for a second.
         let mut l = Lifecycle::new(Phase::Active, ms(0));
