@@ -511,16 +511,15 @@ mod tests {
     #[test]
     fn a_lossy_link_is_degraded_only_on_packets_judged_and_a_capacity_cut_starts_over() {
         let cfg = LifecycleConfig::default();
-        let at = ev_cut;
         // An uplink that got ten times slower: its estimate jumps on the overflow, and the split,
         // seeing a deep modelled queue, sends it nothing for a second.
         let mut l = Lifecycle::new(Phase::Active, ms(0));
-        assert_eq!(l.judge(0.57, true, at(1000, None), ms(3000), &cfg), None);
+        assert_eq!(l.judge(0.57, true, ev_cut(1000, None), ms(3000), &cfg), None);
         for t in (3020..4000).step_by(20) {
-            assert_eq!(l.judge(0.5, true, at(1005, None), ms(t), &cfg), None, "degraded at {t} ms on no packets");
+            assert_eq!(l.judge(0.5, true, ev_cut(1005, None), ms(t), &cfg), None, "degraded at {t} ms on no packets");
         }
         // Packets again, and still lossy over 16 of them: a lasting loss.
-        assert_eq!(l.judge(0.5, true, at(1016, None), ms(4000), &cfg), Some(Phase::Degraded));
+        assert_eq!(l.judge(0.5, true, ev_cut(1016, None), ms(4000), &cfg), Some(Phase::Degraded));
 
         // The receive direction's count is what counts when that direction is the lossier.
         let mut r = Lifecycle::new(Phase::Active, ms(0));
@@ -532,20 +531,20 @@ mod tests {
         // Its estimate cut to less than half 150 ms into the spell: what it lost before the cut
         // was the old estimate's overflow, and the spell starts over from the next judgement.
         let mut c = Lifecycle::new(Phase::Active, ms(0));
-        assert_eq!(c.judge(0.6, true, at(0, None), ms(3000), &cfg), None);
-        assert_eq!(c.judge(0.6, true, at(200, Some(3150)), ms(3200), &cfg), None);
+        assert_eq!(c.judge(0.6, true, ev_cut(0, None), ms(3000), &cfg), None);
+        assert_eq!(c.judge(0.6, true, ev_cut(200, Some(3150)), ms(3200), &cfg), None);
         assert_eq!(
-            c.judge(0.4, true, at(220, Some(3150)), ms(3300), &cfg),
+            c.judge(0.4, true, ev_cut(220, Some(3150)), ms(3300), &cfg),
             None,
             "250 ms since the cut's judgement have not passed"
         );
-        assert_eq!(c.judge(0.4, true, at(240, Some(3150)), ms(3460), &cfg), Some(Phase::Degraded));
+        assert_eq!(c.judge(0.4, true, ev_cut(240, Some(3150)), ms(3460), &cfg), Some(Phase::Degraded));
         // Found overfilled again and again (its queue model corrected upward every 100 ms) while
         // it keeps losing: started over only within the first second of the spell.
         let mut k = Lifecycle::new(Phase::Active, ms(0));
         let mut got = None;
         for (i, t) in (3000..6000).step_by(100).enumerate() {
-            got = k.judge(0.5, true, at(40 * i as u64, Some(t - 1)), ms(t), &cfg);
+            got = k.judge(0.5, true, ev_cut(40 * i as u64, Some(t - 1)), ms(t), &cfg);
             if got.is_some() {
                 assert!((3000 + 900 + 250..=3000 + 1000 + 350).contains(&t), "degraded at {t} ms");
                 break;
@@ -555,15 +554,19 @@ mod tests {
         // Once the overflowed buffer has drained, the packets meet no queue while the estimate
         // still counts the overflow: the spell is still an overflow's, until it ends.
         let mut o = Lifecycle::new(Phase::Active, ms(0));
-        assert_eq!(o.judge(0.8, true, at(0, None), ms(3000), &cfg), None);
-        assert_eq!(o.judge(0.75, false, at(5, None), ms(3100), &cfg), None, "degraded on a drained queue");
-        assert_eq!(o.judge(0.7, false, at(10, None), ms(3300), &cfg), None);
-        assert_eq!(o.judge(0.05, false, at(40, None), ms(3400), &cfg), None);
-        assert_eq!(o.judge(0.3, false, at(45, None), ms(3500), &cfg), Some(Phase::Degraded), "a new spell, no queue");
+        assert_eq!(o.judge(0.8, true, ev_cut(0, None), ms(3000), &cfg), None);
+        assert_eq!(o.judge(0.75, false, ev_cut(5, None), ms(3100), &cfg), None, "degraded on a drained queue");
+        assert_eq!(o.judge(0.7, false, ev_cut(10, None), ms(3300), &cfg), None);
+        assert_eq!(o.judge(0.05, false, ev_cut(40, None), ms(3400), &cfg), None);
+        assert_eq!(
+            o.judge(0.3, false, ev_cut(45, None), ms(3500), &cfg),
+            Some(Phase::Degraded),
+            "a new spell, no queue"
+        );
         // A cut does not shield a link whose packets did not meet a queue, unless the other
         // links carry little beside it (the test before).
         let mut q = Lifecycle::new(Phase::Active, ms(0));
-        assert_eq!(q.judge(0.6, false, at(0, Some(2990)), ms(3000), &cfg), Some(Phase::Degraded));
+        assert_eq!(q.judge(0.6, false, ev_cut(0, Some(2990)), ms(3000), &cfg), Some(Phase::Degraded));
     }
 
     #[test]

@@ -631,7 +631,7 @@ impl Session {
         let views: Vec<LinkView> = self
             .link_views(now, size)
             .into_iter()
-            .filter(|v| self.links.iter().any(|s| s.tx.id == v.id && s.meter.allows(size)))
+            .filter(|v| self.slot(v.id).is_some_and(|s| s.meter.allows(size)))
             .collect();
         if views.is_empty() {
             if let Some(id) = self.fastest_link(now, size)
@@ -658,7 +658,7 @@ impl Session {
         let body = DataRepr { seq: seq::truncate(seq), ack, payload: &packet };
         let size = HEADER_LEN + body.len();
         let link = match link {
-            Some(l) if self.links.iter().any(|s| s.tx.id == l && s.tx.remote.is_some()) => l,
+            Some(l) if self.slot(l).is_some_and(|s| s.tx.remote.is_some()) => l,
             Some(_) => return None,
             None => self.fastest_link(now, size)?,
         };
