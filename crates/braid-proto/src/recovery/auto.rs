@@ -112,8 +112,9 @@ pub const LINK_AHEAD_KEEP_LOSS: f64 = 0.10;
 /// the odds alone just make up for the expected losses, the rest is for their spread and for
 /// the other links' packets still on their way when a coded packet arrives, which it covers too
 /// and the decoder must solve for until they come (a third of the missing members it met in
-/// FMTCP Table II case 3). Seeds 1-3: case 3 carried 13.4, 14.7 and 14.5 Mbit/s at 1, 1.5 and 2
-/// times the odds, case 4 10.7, 11.4, 12.2 and 11.6 at 1, 1.5, 2 and 3 (docs/bonding.md).
+/// FMTCP Table II case 3 at 1.25 times the odds). Seeds 1-3: case 3 carried 13.4, 14.7 and
+/// 14.5 Mbit/s at 1, 1.5 and 2 times the odds, case 4 10.7, 11.4, 12.2 and 11.6 at 1, 1.5, 2
+/// and 3 (docs/bonding.md).
 pub const LINK_AHEAD_FACTOR: f64 = 2.0;
 /// Link losses above this are taken as this for [`LINK_AHEAD_FACTOR`]'s odds (3 coded packets
 /// per data packet at most).
