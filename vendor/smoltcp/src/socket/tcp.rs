@@ -1793,6 +1793,18 @@ impl<'a> Socket<'a> {
         }
     }
 
+    /// braid: what a congestion response cuts from. Under SACK recovery the flight size counts
+    /// SACKed data and can exceed the window (it is not what the network holds); Linux's CUBIC
+    /// (`bictcp_recalc_ssthresh`) cuts from the congestion window, so the smaller of the two.
+    fn loss_base(&self) -> usize {
+        let flight = self.flight_size();
+        if self.sack_active() {
+            flight.min(self.congestion_controller.inner().window())
+        } else {
+            flight
+        }
+    }
+
     /// braid: whether RFC 6675 recovery is in use on this connection.
     fn sack_active(&self) -> bool {
         self.sack_recovery && self.remote_has_sack
@@ -2008,7 +2020,7 @@ impl<'a> Socket<'a> {
         self.recoveries = self.recoveries.saturating_add(1);
         self.recovery_point = Some(self.remote_last_seq);
         self.high_rxt = high_rxt;
-        let in_flight = self.flight_size();
+        let in_flight = self.loss_base();
         self.congestion_controller
             .inner_mut()
             .on_loss(cx.now(), in_flight);
@@ -3333,7 +3345,7 @@ impl<'a> Socket<'a> {
                     self.rtte.linux_rto && self.sack_active() && self.recovery_point.is_none();
 
                 // Inform the congestion controller that we're retransmitting and should enter the slow start state
-                let in_flight = self.flight_size();
+                let in_flight = self.loss_base();
                 self.congestion_controller
                     .inner_mut()
                     .on_rto(cx.now(), in_flight);
@@ -3366,7 +3378,7 @@ impl<'a> Socket<'a> {
                 self.recoveries = self.recoveries.saturating_add(1);
 
                 // Inform the congestion controller that we're doing a fast retransmit and should enter the fast recovery state
-                let in_flight = self.flight_size();
+                let in_flight = self.loss_base();
                 self.congestion_controller
                     .inner_mut()
                     .on_loss(cx.now(), in_flight);

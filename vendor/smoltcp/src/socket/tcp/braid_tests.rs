@@ -110,6 +110,7 @@ fn a_receiver_keeps_128_out_of_order_runs() {
 use self::pipe::{Fate, Options, Pipe, Seen, Side};
 use super::Socket;
 use crate::time::Duration;
+use crate::wire::TcpSeqNumber;
 use std::boxed::Box;
 use std::cell::Cell;
 use std::rc::Rc;
@@ -131,9 +132,24 @@ fn finish(pipe: &mut Pipe, bytes: usize, limit: Duration) -> Duration {
     done.unwrap() - Instant::ZERO
 }
 
-/// Drops the sender's data segments 300, 302, 304 and 306: four holes in one window.
-fn four_holes(seen: &Seen) -> bool {
-    seen.side == Side::Sender && (300..307).contains(&seen.index) && seen.index % 2 == 0
+/// Drops the first sending of the sender's new-data segments 300, 302, 304 and 306: four holes
+/// in one window. Counted among new data only, so that no resend is dropped: over a short
+/// flight the 306th segment sent at all can be the first hole's resend.
+fn four_holes() -> impl FnMut(&Seen) -> bool {
+    let mut new_segments = 0;
+    let mut sent_end: Option<TcpSeqNumber> = None;
+    move |seen: &Seen| {
+        if seen.side != Side::Sender || seen.repr.payload.is_empty() {
+            return false;
+        }
+        let end = seen.repr.seq_number + seen.repr.payload.len();
+        if sent_end.is_some_and(|sent| end <= sent) {
+            return false;
+        }
+        sent_end = Some(end);
+        new_segments += 1;
+        (300..307).contains(&new_segments) && new_segments % 2 == 0
+    }
 }
 
 /// RFC 2018 (`set_sack_recovery`): with three holes in what it holds, the receiver's ACKs
@@ -182,8 +198,9 @@ fn burst_loss_run(sack: bool) -> (Duration, usize) {
         1 << 21,
         2_000_000,
     );
-    pipe.fate = Some(Box::new(|seen: &Seen| {
-        if four_holes(seen) {
+    let mut holes = four_holes();
+    pipe.fate = Some(Box::new(move |seen: &Seen| {
+        if holes(seen) {
             Fate::Drop
         } else {
             Fate::Deliver
@@ -207,6 +224,56 @@ fn sack_recovery_resends_only_the_holes_of_a_burst() {
     );
 }
 
+/// Under RFC 6675 recovery the flight size counts SACKed data and outgrows the window, so a
+/// congestion response cut from it could raise the window it answers: a timeout's threshold
+/// comes from the smaller of the two (Linux's CUBIC cuts from the window). Four holes in a
+/// short flight and the first hole's resend lost too: no RACK, so a timeout during recovery,
+/// with 54.8 kB sent past the hole and an 11.5 kB window; cut from the flight, the threshold
+/// was 38.3 kB, and the flow slow-started to three times the window the recovery had set.
+#[cfg(feature = "socket-tcp-cubic")]
+#[test]
+fn a_timeout_in_sack_recovery_never_raises_the_threshold() {
+    use super::congestion::AnyController;
+    let options = Options {
+        sack: true,
+        ..Options::default()
+    };
+    let mut pipe = Pipe::new(options, ms(20), 1 << 21, 2_000_000);
+    let mut first_hole = None;
+    let mut resend_dropped = false;
+    let mut holes = four_holes();
+    pipe.fate = Some(Box::new(move |seen: &Seen| {
+        if seen.side != Side::Sender || seen.repr.payload.is_empty() {
+            return Fate::Deliver;
+        }
+        if holes(seen) {
+            first_hole.get_or_insert(seen.repr.seq_number);
+            return Fate::Drop;
+        }
+        if first_hole == Some(seen.repr.seq_number) && !resend_dropped {
+            resend_dropped = true;
+            return Fate::Drop;
+        }
+        Fate::Deliver
+    }));
+    let mut window_before = None;
+    while pipe.sender.timeouts() == 0 && pipe.now < Instant::ZERO + ms(10_000) {
+        window_before = Some(pipe.sender.sender_state().cwnd);
+        pipe.step();
+    }
+    assert_eq!(pipe.sender.timeouts(), 1, "no timeout in 10 s");
+    let AnyController::Cubic(cubic) = &pipe.sender.congestion_controller else {
+        panic!("the pipe's sockets run CUBIC");
+    };
+    let window_before = window_before.unwrap();
+    assert!(pipe.sender.sender_state().in_flight > window_before);
+    assert!(
+        cubic.ssthresh() <= window_before,
+        "threshold {} after a timeout from a {window_before}-byte window",
+        cubic.ssthresh()
+    );
+}
+
 /// A 4 MB transfer over a 50 ms pipe with SACK and Linux's RTO that loses four data segments
 /// of one window and then the first resend of the first of them: its duration and the sender.
 fn resend_lost_again_run(rack: bool) -> (Duration, Socket<'static>) {
@@ -219,11 +286,12 @@ fn resend_lost_again_run(rack: bool) -> (Duration, Socket<'static>) {
     let mut pipe = Pipe::new(options, ms(50), 1 << 22, 4_000_000);
     let mut first_hole = None;
     let mut resend_dropped = false;
+    let mut holes = four_holes();
     pipe.fate = Some(Box::new(move |seen: &Seen| {
         if seen.side != Side::Sender || seen.repr.payload.is_empty() {
             return Fate::Deliver;
         }
-        if four_holes(seen) {
+        if holes(seen) {
             first_hole.get_or_insert(seen.repr.seq_number);
             return Fate::Drop;
         }

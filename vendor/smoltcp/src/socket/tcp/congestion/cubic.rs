@@ -115,6 +115,14 @@ impl Cubic {
     }
 }
 
+impl Cubic {
+    /// braid: the slow-start threshold, for tests of the socket's congestion responses.
+    #[cfg(test)]
+    pub(crate) fn ssthresh(&self) -> usize {
+        self.ssthresh
+    }
+}
+
 impl Controller for Cubic {
     fn window(&self) -> usize {
         self.cwnd
