@@ -14,14 +14,6 @@
 //!   runs: at 15-35 % mean loss `rlnc` 0.56-1.88 s mean FCT against `oec`'s 0.61-3.31; the bus
 //!   with a coding budget, 5 % bursty loss on WiMax: `rlnc` up to 10 % faster). At low loss the
 //!   two are alike and XOR costs far less CPU (an RLNC packet multiplies all of W).
-//! - **No XOR twice over the same window**: while no link has reported a loss, OEC's model says
-//!   the receiver has every packet of W (its `r` is 1), so its greedy degree (PluriBus 4.2,
-//!   `floor(-1/ln r)`) is all of W, the members are drawn without choice, and every packet into
-//!   spare capacity is the same XOR again: the first repairs one hole, the rest nothing. A
-//!   passenger's slow start has its first losses exactly then, and spare capacity to spare. So
-//!   the first all-of-W XOR of a window goes, and further ones over the same window are RLNC
-//!   over it, which repair as many holes as they number (`Auto::all_of_w`). FMTCP Table II,
-//!   ten seeds: case 1 (2 %) 16.96 -> 17.14 Mbit/s, case 5 (1 %) 16.05 -> 16.21.
 //! - **Known holes are resent**, not XOR-coded at degree 1 as OEC does: the same bytes, but they
 //!   are the passengers' own data, which TCP would resend anyway, not redundancy sent ahead of
 //!   loss; so a coding budget ([`crate::link::CodingMeter`]) does not withhold them. With OEC's
@@ -158,9 +150,6 @@ pub struct Auto {
     /// until that comes to [`HOLE_RATE_GAIN`], so that `hole_rate` is their plain mean until then
     /// (0 before the first).
     hole_gain: f64,
-    /// The window (base, span) of the last XOR into spare capacity that covered all of it
-    /// (module docs: no XOR twice over the same window).
-    all_of_w: Option<(u64, u16)>,
 }
 
 impl Auto {
@@ -174,7 +163,6 @@ impl Auto {
             hole_rate: 0.0,
             newest_hole: None,
             hole_gain: 0.0,
-            all_of_w: None,
         }
     }
 
@@ -398,19 +386,10 @@ impl RecoverySender for Auto {
 
     fn poll_opportunistic(&mut self, now: Instant, link: LinkId, loss: f64) -> Option<(CodeKind, Coverage)> {
         if self.codes_rlnc() {
-            return self.rlnc.poll_opportunistic(now, link, loss);
+            self.rlnc.poll_opportunistic(now, link, loss)
+        } else {
+            self.oec.poll_opportunistic(now, link, loss)
         }
-        let (kind, cov) = self.oec.poll_opportunistic(now, link, loss)?;
-        if cov.degree < cov.span || cov.span < 2 {
-            return Some((kind, cov));
-        }
-        // All of W: the same XOR as the last one if the window has not moved.
-        let window = (cov.base, cov.span);
-        if self.all_of_w == Some(window) {
-            return self.rlnc.poll_opportunistic(now, link, loss);
-        }
-        self.all_of_w = Some(window);
-        Some((kind, cov))
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
@@ -464,29 +443,6 @@ mod tests {
         assert_eq!(a.poll_repair(t), Some(Repair::Resend { seq: 250, link: None }));
         // Then nothing: link 1's 10 % is below what is coded for ahead of reports.
         assert_eq!(a.poll_repair(t), None);
-    }
-
-    #[test]
-    fn an_all_of_w_xor_is_not_sent_twice_over_the_same_window() {
-        let t = Instant::ZERO;
-        let mut a = Auto::new(1);
-        for seq in 0..40 {
-            a.on_data_sent(t, seq, LinkId(0), 0.0);
-        }
-        // No loss reported: OEC's degree is all of W, so one XOR of it, then RLNC over it.
-        let first = a.poll_opportunistic(t, LinkId(0), 0.0).unwrap();
-        assert_eq!(first.0, CodeKind::Xor);
-        assert_eq!((first.1.base, first.1.span, first.1.degree), (0, 40, 40));
-        for _ in 0..5 {
-            let (kind, cov) = a.poll_opportunistic(t, LinkId(0), 0.0).unwrap();
-            assert_eq!(kind, CodeKind::Rlnc);
-            assert_eq!((cov.base, cov.span), (0, 40));
-        }
-        // A new packet moves the window: one XOR of the new W again.
-        a.on_data_sent(t, 40, LinkId(0), 0.0);
-        let (kind, cov) = a.poll_opportunistic(t, LinkId(0), 0.0).unwrap();
-        assert_eq!((kind, cov.span, cov.degree), (CodeKind::Xor, 41, 41));
-        assert_eq!(a.poll_opportunistic(t, LinkId(0), 0.0).unwrap().0, CodeKind::Rlnc);
     }
 
     #[test]
