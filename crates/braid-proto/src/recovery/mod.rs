@@ -269,12 +269,20 @@ pub trait RecoverySender: Send + fmt::Debug {
         true
     }
 
-    /// Whether the scheme codes for `link`'s losses ahead of reports ([`Auto`]): the link's steady
-    /// loss is made up for, and the lifecycle need not drain it for that loss. `None` while the
+    /// Whether the scheme codes for `link`'s losses ahead of reports ([`Auto`]). `None` while the
     /// scheme would but has not measured the link yet.
     fn codes_for_link(&self, link: LinkId) -> Option<bool> {
         let _ = link;
         Some(false)
+    }
+
+    /// Whether the scheme makes up for `link`'s steady loss, so that the session's lifecycle need
+    /// not drain the link for that loss (`Session::lifecycle`'s raised thresholds): the links it
+    /// codes for ([`RecoverySender::codes_for_link`]), and under [`Auto`] also a link whose
+    /// typical loss says it will be coded for again. `None` while the scheme would but has not
+    /// measured the link yet.
+    fn keeps_lossy_link(&self, link: LinkId) -> Option<bool> {
+        self.codes_for_link(link)
     }
 }
 

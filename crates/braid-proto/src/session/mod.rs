@@ -1128,8 +1128,8 @@ impl Session {
 
     /// The lifecycle thresholds in force for `link`: the configured ones, but under
     /// [`RecoveryKind::Auto`] with two or more links a link whose losses `auto` codes for ahead of
-    /// reports ([`RecoverySender::codes_for_link`]) is degraded (drained) only above
-    /// [`crate::recovery::AUTO_DEGRADE_LOSS`] and active again below
+    /// reports, or whose typical loss says it will again ([`RecoverySender::keeps_lossy_link`]),
+    /// is degraded (drained) only above [`crate::recovery::AUTO_DEGRADE_LOSS`] and active again below
     /// [`crate::recovery::AUTO_RECOVER_LOSS`]. At the configured 25 % a steady 20 %-loss path's
     /// noisy estimate crossed the threshold every few seconds and the link was drained until it
     /// fell below 10 % (FMTCP Table II case 3: 40 changes of phase in a 60 s run), and a 50 % one
@@ -1146,7 +1146,7 @@ impl Session {
     /// 10's sweep (one 1.5 Mbit/s link, 35 % bursty loss) at 0.79 s mean FCT; with the thresholds
     /// raised there, 3.1-7.5 s (2 runs).
     ///
-    /// `raised`: the session runs `auto` over two or more links and `auto` codes for this link
+    /// `raised`: the session runs `auto` over two or more links and `auto` keeps this link
     /// (or, not having measured it yet, the load is bulk).
     fn lifecycle(base: crate::link::LifecycleConfig, raised: bool) -> crate::link::LifecycleConfig {
         let mut c = base;
@@ -1188,7 +1188,7 @@ impl Session {
                     if now >= idle_since + keepalive(s) {
                         s.probe_due = true;
                     }
-                    let raised = auto_over_many && self.recovery.codes_for_link(s.tx.id).unwrap_or(bulk);
+                    let raised = auto_over_many && self.recovery.keeps_lossy_link(s.tx.id).unwrap_or(bulk);
                     let lifecycle = Self::lifecycle(self.cfg.lifecycle, raised);
                     // Whether the packets that showed the larger of the two directions' losses
                     // met a queue at the link's bottleneck (the peer's echo of what we sent, or
