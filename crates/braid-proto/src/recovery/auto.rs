@@ -65,7 +65,8 @@
 //!   packets' estimates). FMTCP Table II, seeds 1-2: at 20 % loss on one of two 10 Mbit/s paths
 //!   the bulk flow carried 13.3 Mbit/s instead of 10.6, at 50 % 11.0 instead of 7.5. Since these
 //!   packets make up for a link's loss, `auto` drains a link it codes for only above
-//!   [`AUTO_DEGRADE_LOSS`] (`Session::lifecycle`, [`RecoverySender::codes_for_link`]).
+//!   [`AUTO_DEGRADE_LOSS`] (`Session::lifecycle`, [`RecoverySender::keeps_lossy_link`]: while its
+//!   blocks' median loss says it is coded for, though their smallest dipped).
 //! - **Nothing coded on a lone link that loses nothing at random**: while one link carries the
 //!   session alone, its holes hold back no other link's packets and its overflows go to the
 //!   passengers' TCP, so coded packets there only repair random loss. On a link whose last 4,096
@@ -303,10 +304,16 @@ impl LinkOwed {
 
     /// The median of the link's last [`LINK_LOSS_BLOCKS`] blocks' mean losses, `None` before the
     /// first (the upper one of an even count's middle two).
+    /// On the stack: the session's lifecycle asks on every timer, for every link.
     fn typical_loss(&self) -> Option<f64> {
-        let mut blocks: Vec<f64> = self.blocks.iter().copied().collect();
+        let mut blocks = [0.0; LINK_LOSS_BLOCKS];
+        let n = self.blocks.len().min(LINK_LOSS_BLOCKS);
+        for (b, &loss) in blocks.iter_mut().zip(&self.blocks) {
+            *b = loss;
+        }
+        let blocks = &mut blocks[..n];
         blocks.sort_by(f64::total_cmp);
-        blocks.get(blocks.len() / 2).copied()
+        blocks.get(n / 2).copied()
     }
 
     /// Whether the link loses nothing at random: over its last [`LONE_LOSS_BLOCKS`] blocks, at
