@@ -152,6 +152,27 @@ fn four_holes() -> impl FnMut(&Seen) -> bool {
     }
 }
 
+/// [`four_holes`], and then the first resend of the first of them.
+fn four_holes_and_the_first_resend() -> impl FnMut(&Seen) -> Fate {
+    let mut first_hole = None;
+    let mut resend_dropped = false;
+    let mut holes = four_holes();
+    move |seen: &Seen| {
+        if seen.side != Side::Sender || seen.repr.payload.is_empty() {
+            return Fate::Deliver;
+        }
+        if holes(seen) {
+            first_hole.get_or_insert(seen.repr.seq_number);
+            return Fate::Drop;
+        }
+        if first_hole == Some(seen.repr.seq_number) && !resend_dropped {
+            resend_dropped = true;
+            return Fate::Drop;
+        }
+        Fate::Deliver
+    }
+}
+
 /// RFC 2018 (`set_sack_recovery`): with three holes in what it holds, the receiver's ACKs
 /// report three SACK blocks; upstream reports only the latest.
 #[test]
@@ -239,23 +260,7 @@ fn a_timeout_in_sack_recovery_never_raises_the_threshold() {
         ..Options::default()
     };
     let mut pipe = Pipe::new(options, ms(20), 1 << 21, 2_000_000);
-    let mut first_hole = None;
-    let mut resend_dropped = false;
-    let mut holes = four_holes();
-    pipe.fate = Some(Box::new(move |seen: &Seen| {
-        if seen.side != Side::Sender || seen.repr.payload.is_empty() {
-            return Fate::Deliver;
-        }
-        if holes(seen) {
-            first_hole.get_or_insert(seen.repr.seq_number);
-            return Fate::Drop;
-        }
-        if first_hole == Some(seen.repr.seq_number) && !resend_dropped {
-            resend_dropped = true;
-            return Fate::Drop;
-        }
-        Fate::Deliver
-    }));
+    pipe.fate = Some(Box::new(four_holes_and_the_first_resend()));
     let mut window_before = None;
     while pipe.sender.timeouts() == 0 && pipe.now < Instant::ZERO + ms(10_000) {
         window_before = Some(pipe.sender.sender_state().cwnd);
@@ -284,23 +289,7 @@ fn resend_lost_again_run(rack: bool) -> (Duration, Socket<'static>) {
         ..Options::default()
     };
     let mut pipe = Pipe::new(options, ms(50), 1 << 22, 4_000_000);
-    let mut first_hole = None;
-    let mut resend_dropped = false;
-    let mut holes = four_holes();
-    pipe.fate = Some(Box::new(move |seen: &Seen| {
-        if seen.side != Side::Sender || seen.repr.payload.is_empty() {
-            return Fate::Deliver;
-        }
-        if holes(seen) {
-            first_hole.get_or_insert(seen.repr.seq_number);
-            return Fate::Drop;
-        }
-        if first_hole == Some(seen.repr.seq_number) && !resend_dropped {
-            resend_dropped = true;
-            return Fate::Drop;
-        }
-        Fate::Deliver
-    }));
+    pipe.fate = Some(Box::new(four_holes_and_the_first_resend()));
     let took = finish(&mut pipe, 4_000_000, ms(120_000));
     (took, pipe.sender)
 }

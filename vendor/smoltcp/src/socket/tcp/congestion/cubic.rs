@@ -113,9 +113,7 @@ impl Cubic {
         }
         self.idle_start = None;
     }
-}
 
-impl Cubic {
     /// braid: the slow-start threshold, for tests of the socket's congestion responses.
     #[cfg(test)]
     pub(crate) fn ssthresh(&self) -> usize {
