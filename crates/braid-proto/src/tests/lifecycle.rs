@@ -53,6 +53,46 @@ fn a_vanished_interface_is_down_at_once_and_its_packets_move() {
     assert_eq!(run_cut(false, Duration::from_millis(300)), (60, 1));
 }
 
+/// A burst goes out on link 0 at one instant (a driver polls its sends with one `now`); the peer
+/// gets its first three datagrams and confirms them, the rest are lost with the link. The
+/// confirmation is by send time, which the whole burst shares: what the link lost must still be
+/// re-sent on the other when it goes down. (Taken as confirmed, the burst's tail waited for the
+/// passengers' own retransmissions: in `scenarios/blackout.toml` a download stalled 301 ms and
+/// its TCP timed out.)
+#[test]
+fn a_burst_partly_confirmed_when_its_link_goes_down_is_resent_whole() {
+    let mut p = Pair::new(&[(20, 1500.0), (75, 1000.0)], cfg);
+    p.advance(Duration::from_millis(500));
+    for i in 0..20 {
+        p.send_up(&packet(i, 300));
+        p.advance(Duration::from_millis(10));
+    }
+    let data_on_0 = std::rc::Rc::new(std::cell::Cell::new(0u32));
+    let seen = data_on_0.clone();
+    p.drop = Box::new(move |dir, link, _, b| {
+        let data = Header::parse(b).is_ok_and(|(h, _)| h.ptype == PacketType::Data);
+        if dir == Dir::Up && link == LinkId(0) && data {
+            seen.set(seen.get() + 1);
+            return seen.get() > 3;
+        }
+        false
+    });
+    for i in 20..40 {
+        p.send_up(&packet(i, 300));
+    }
+    // Long enough for the peer's report confirming the burst's head to come back.
+    p.advance(Duration::from_millis(80));
+    let sent_on_0 = data_on_0.get();
+    assert!(sent_on_0 > 3, "the burst went over link 1 ({sent_on_0} datagrams on link 0)");
+    p.links[0].up = false;
+    let now = p.now;
+    p.client.handle_link_gone(now, LinkId(0));
+    p.advance(Duration::from_millis(400));
+    let got: HashSet<u64> = p.delivered_up.iter().map(|d| index_of(d)).collect();
+    let missing: Vec<u64> = (0..40).filter(|i| !got.contains(i)).collect();
+    assert!(missing.is_empty(), "never delivered: {missing:?}");
+}
+
 #[test]
 fn a_reappearing_interface_is_probed_and_admitted_at_once() {
     let mut p = Pair::new(&[(20, 1500.0), (75, 1000.0)], cfg);
