@@ -186,7 +186,7 @@ struct RttEstimator {
     // braid: Linux's RTO rule (`Socket::set_linux_rto`): the variance term is never below the
     // minimum RTO, so RTO >= SRTT + min RTO.
     linux_rto: bool,
-    // braid: the latest RTT sample (ms) and how many were taken, for delay-based slow-start
+    // braid: the latest RTT sample (µs) and how many were taken, for delay-based slow-start
     // exit (`Cubic`'s HyStart).
     last_sample: u32,
     samples: u32,
@@ -234,7 +234,7 @@ impl RttEstimator {
         }
     }
 
-    /// braid: the latest per-ACK RTT sample in ms, with the number taken so far (HyStart's;
+    /// braid: the latest per-ACK RTT sample in µs, with the number taken so far (HyStart's;
     /// the RTO keeps smoltcp's one timed segment per round trip).
     #[allow(dead_code)]
     fn latest_sample(&self) -> (u32, u32) {
@@ -247,8 +247,8 @@ impl RttEstimator {
         self.round
     }
 
-    fn hystart_sample(&mut self, ms: u32) {
-        self.last_sample = ms;
+    fn hystart_sample(&mut self, us: u32) {
+        self.last_sample = us;
         self.samples = self.samples.wrapping_add(1);
     }
 
@@ -2967,8 +2967,9 @@ impl<'a> Socket<'a> {
                         self.hystart_round_end = Some(self.remote_last_seq);
                     }
                     if let (true, Some(at)) = (self.hystart, newest) {
-                        self.rtte
-                            .hystart_sample((cx.now() - at).total_millis() as u32);
+                        self.rtte.hystart_sample(
+                            (cx.now() - at).total_micros().min(u64::from(u32::MAX)) as u32,
+                        );
                     }
                     if let (true, Some(at)) = (self.rtte.linux_rto, oldest) {
                         let rtt = (cx.now() - at).total_micros();

@@ -40,7 +40,7 @@ pub struct Cubic {
     initial_window: usize,
 
     // braid: HyStart's delay rule (`Socket::set_hystart`, which is what feeds it samples): the
-    // smallest RTT sample seen (ms) and how many samples were looked at.
+    // smallest RTT sample seen (µs, as Linux's `delay_min`) and how many samples were looked at.
     min_rtt: u32,
     samples_seen: u32,
     // This round's number, smallest sample and sample count (RFC 9406 4.2; the socket counts
@@ -161,21 +161,26 @@ impl Controller for Cubic {
         } else if self.cwnd < self.ssthresh {
             // braid: HyStart (RFC 9406 4.2's delay rule, as Linux's `hystart_update`): while
             // the window is below the path's BDP the queue drains between bursts, so a round's
-            // smallest RTT is the path's; once a whole round's smallest is clamp(min / 16, 4 ms,
-            // 16 ms) above the minimum, a standing queue has formed and slow start ends, before
-            // the window overflows the bottleneck's buffer. RFC 9406 and Linux judge a round by
+            // smallest RTT is the path's; once a whole round's smallest is more than
+            // clamp(min / 16, 4 ms, 16 ms) above the minimum, a standing queue has formed and
+            // slow start ends, before the window overflows the bottleneck's buffer. RFC 9406 and Linux judge a round by
             // its first 8 ACKs against min / 8; here a round's first ACKs are the queued tail of
             // the previous burst, so the whole round is judged, which sees the queue a round
             // later, hence half the threshold (with the window growing 1.5x per round, min / 8
-            // let a 200 ms path with a one-BDP buffer overflow it).
+            // let a 200 ms path with a one-BDP buffer overflow it). Samples, minimum and
+            // thresholds in µs and "more than", as Linux's (`HYSTART_DELAY_THRESH`): in whole
+            // milliseconds, a round whose samples sat a fraction of a millisecond under the
+            // threshold could truncate onto it, and 10 Mbit/s paths' longer serialisation did so
+            // where one 20 Mbit/s link did not (FMTCP Table II case 5: four seeds of ten left
+            // slow start at 197 kB, the ideal link at 371 kB).
             let (sample, samples) = rtt.latest_sample();
             if samples != self.samples_seen {
                 self.samples_seen = samples;
                 self.min_rtt = self.min_rtt.min(sample.max(1));
                 if rtt.round() != self.round {
-                    let thresh = (self.min_rtt / 16).clamp(4, 16);
+                    let thresh = (self.min_rtt / 16).clamp(4_000, 16_000);
                     let queued = self.round_samples >= 8
-                        && self.round_min >= self.min_rtt.saturating_add(thresh);
+                        && self.round_min > self.min_rtt.saturating_add(thresh);
                     self.round = rtt.round();
                     self.round_min = u32::MAX;
                     self.round_samples = 0;
@@ -187,13 +192,14 @@ impl Controller for Cubic {
                 self.round_min = self.round_min.min(sample);
                 self.round_samples += 1;
                 // With Linux's window growth (byte counting), also Linux's own rule: the round's
-                // first 8 samples against min / 8 (`hystart_update`), judged on the 8th. The
+                // first samples against min / 8 (`hystart_update`: it counts 8, then judges the
+                // smallest so far from the 9th on, which only falls, so the first 9 decide). The
                 // window doubles per round there, and the whole round's minimum above sees a
                 // queue about two doublings late: in FMTCP Table II case 1 slow start ran to the
                 // 4 MB socket buffer, eight times the pipe, and the flow timed out (README).
-                if self.byte_counting && self.round_samples == 8 && self.cwnd >= 16 * self.mss {
-                    let thresh = (self.min_rtt / 8).clamp(4, 16);
-                    if self.round_min >= self.min_rtt.saturating_add(thresh) {
+                if self.byte_counting && self.round_samples == 9 && self.cwnd >= 16 * self.mss {
+                    let thresh = (self.min_rtt / 8).clamp(4_000, 16_000);
+                    if self.round_min > self.min_rtt.saturating_add(thresh) {
                         self.ssthresh = self.cwnd;
                         return;
                     }
@@ -612,6 +618,48 @@ mod test {
         ack(&mut cubic, MSS, Instant::from_millis(2));
         cubic.on_rto(Instant::from_millis(3), MSS * 4);
         assert_eq!(cubic.ssthresh, (4.0 * MSS as f64 * BETA_CUBIC) as usize);
+    }
+
+    /// braid: Linux's HyStart delay rule, as `hystart_update` judges it: RTT samples and the
+    /// minimum in µs, the smallest of a round's first 9 samples against more than clamp(min / 8,
+    /// 4 ms, 16 ms) above the minimum. A round 15.9 ms above a 201.6 ms minimum stays in slow
+    /// start (in whole milliseconds, 217 against 201 + 16, it left); 16.1 ms above leaves.
+    #[test]
+    fn hystart_judges_the_first_samples_in_microseconds() {
+        let mut cubic = Cubic::new();
+        cubic.set_mss(MSS);
+        cubic.byte_counting = true;
+        cubic.rwnd = usize::MAX;
+        cubic.cwnd = 32 * MSS;
+        let mut rtt = rtte();
+        let mut now = 0;
+        // One round of samples; whether slow start ended in it.
+        let mut round = |cubic: &mut Cubic, samples: &[u32]| {
+            rtt.round += 1;
+            for &us in samples {
+                rtt.hystart_sample(us);
+                now += 1;
+                cubic.on_ack(Instant::from_millis(now), MSS, cubic.window(), &rtt);
+                if cubic.ssthresh <= cubic.cwnd {
+                    return true;
+                }
+            }
+            false
+        };
+        assert!(!round(&mut cubic, &[201_600; 10]));
+        // The round's late samples come back to the minimum, so that only the first 9 decide
+        // (a whole round's smallest is judged too, against min / 16).
+        let mut under = [217_500; 12];
+        under[11] = 201_800;
+        assert!(
+            !round(&mut cubic, &under),
+            "15.9 ms above the minimum ended slow start"
+        );
+        let over = [217_700; 12];
+        assert!(
+            round(&mut cubic, &over),
+            "16.1 ms above the minimum did not end slow start"
+        );
     }
 
     #[test]
