@@ -14,6 +14,13 @@ const DEFAULT_MSS: usize = 1024;
 /// braid: RFC 6928 initial window, min(10 * MSS, max(2 * MSS, 14600)) for a 1460-byte MSS.
 const INITIAL_WINDOW: usize = 14600;
 
+// braid: HyStart's delay threshold bounds, µs (Linux's `HYSTART_DELAY_MIN` / `_MAX`).
+const HYSTART_DELAY_MIN_US: u32 = 4_000;
+const HYSTART_DELAY_MAX_US: u32 = 16_000;
+// braid: the samples Linux counts before it judges a round (`HYSTART_MIN_SAMPLES`); it judges
+// from the next one on.
+const HYSTART_MIN_SAMPLES: u32 = 8;
+
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Cubic {
@@ -163,23 +170,24 @@ impl Controller for Cubic {
             // the window is below the path's BDP the queue drains between bursts, so a round's
             // smallest RTT is the path's; once a whole round's smallest is more than
             // clamp(min / 16, 4 ms, 16 ms) above the minimum, a standing queue has formed and
-            // slow start ends, before the window overflows the bottleneck's buffer. RFC 9406 and Linux judge a round by
-            // its first 8 ACKs against min / 8; here a round's first ACKs are the queued tail of
-            // the previous burst, so the whole round is judged, which sees the queue a round
-            // later, hence half the threshold (with the window growing 1.5x per round, min / 8
-            // let a 200 ms path with a one-BDP buffer overflow it). Samples, minimum and
-            // thresholds in µs and "more than", as Linux's (`HYSTART_DELAY_THRESH`): in whole
-            // milliseconds, a round whose samples sat a fraction of a millisecond under the
-            // threshold could truncate onto it, and 10 Mbit/s paths' longer serialisation did so
-            // where one 20 Mbit/s link did not (FMTCP Table II case 5: four seeds of ten left
+            // slow start ends, before the window overflows the bottleneck's buffer. RFC 9406 and
+            // Linux judge a round by its first 8 ACKs against min / 8; here a round's first ACKs
+            // are the queued tail of the previous burst, so the whole round is judged, which sees
+            // the queue a round later, hence half the threshold (with the window growing 1.5x per
+            // round, min / 8 let a 200 ms path with a one-BDP buffer overflow it). Samples,
+            // minimum and thresholds in µs and "more than", as Linux's (`HYSTART_DELAY_THRESH`):
+            // in whole milliseconds, a round whose samples sat a fraction of a millisecond under
+            // the threshold could truncate onto it, and 10 Mbit/s paths' longer serialisation did
+            // so where one 20 Mbit/s link did not (FMTCP Table II case 5: four seeds of ten left
             // slow start at 197 kB, the ideal link at 371 kB).
             let (sample, samples) = rtt.latest_sample();
             if samples != self.samples_seen {
                 self.samples_seen = samples;
                 self.min_rtt = self.min_rtt.min(sample.max(1));
                 if rtt.round() != self.round {
-                    let thresh = (self.min_rtt / 16).clamp(4_000, 16_000);
-                    let queued = self.round_samples >= 8
+                    let thresh =
+                        (self.min_rtt / 16).clamp(HYSTART_DELAY_MIN_US, HYSTART_DELAY_MAX_US);
+                    let queued = self.round_samples >= HYSTART_MIN_SAMPLES
                         && self.round_min > self.min_rtt.saturating_add(thresh);
                     self.round = rtt.round();
                     self.round_min = u32::MAX;
@@ -197,8 +205,12 @@ impl Controller for Cubic {
                 // window doubles per round there, and the whole round's minimum above sees a
                 // queue about two doublings late: in FMTCP Table II case 1 slow start ran to the
                 // 4 MB socket buffer, eight times the pipe, and the flow timed out (README).
-                if self.byte_counting && self.round_samples == 9 && self.cwnd >= 16 * self.mss {
-                    let thresh = (self.min_rtt / 8).clamp(4_000, 16_000);
+                if self.byte_counting
+                    && self.round_samples == HYSTART_MIN_SAMPLES + 1
+                    && self.cwnd >= 16 * self.mss
+                {
+                    let thresh =
+                        (self.min_rtt / 8).clamp(HYSTART_DELAY_MIN_US, HYSTART_DELAY_MAX_US);
                     if self.round_min > self.min_rtt.saturating_add(thresh) {
                         self.ssthresh = self.cwnd;
                         return;
