@@ -22,8 +22,8 @@
 //! and interval follow the passengers' round trip: the uplinks' smallest *minimum* RTT (the last
 //! 10 s of probes), not the smoothed one, which grows with the very queue CoDel judges, plus under
 //! `min-delay` and `eat` the larger of the extra one-way delay of the slowest link the load spreads
-//! to and the peer's mean hold of a delivered packet (its report, `FeedbackRepr::hold_ms`), at
-//! most doubling it (`Session::aqm_round_trip`).
+//! to and the largest mean hold of a delivered packet the peer reported over the last 20 s (its
+//! reports' `FeedbackRepr::hold_ms`), at most doubling it (`Session::aqm_round_trip`).
 
 use crate::time::Instant;
 use std::time::Duration;

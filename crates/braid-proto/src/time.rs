@@ -98,9 +98,38 @@ impl fmt::Display for Instant {
     }
 }
 
+/// Takes `sample`, seen at `now`, into a windowed extreme `best` (value, when taken): a sample
+/// that `replaces` the kept value (`replaces(sample, kept)`: `<=` for a minimum, `>=` for a
+/// maximum) takes its place, and so does any sample once the kept one is older than `window`, so
+/// the extreme follows a change that went the other way.
+pub(crate) fn take_windowed(
+    best: &mut Option<(Duration, Instant)>,
+    now: Instant,
+    sample: Duration,
+    window: Duration,
+    replaces: impl Fn(Duration, Duration) -> bool,
+) {
+    if best.is_none_or(|(b, at)| replaces(sample, b) || now.saturating_duration_since(at) > window) {
+        *best = Some((sample, now));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_windowed_maximum_keeps_its_peak_for_the_window_then_follows() {
+        let window = Duration::from_secs(20);
+        let mut max = None;
+        let ms = Duration::from_millis;
+        for (t, sample, kept) in
+            [(0, 150, 150), (1, 20, 150), (15, 0, 150), (20, 160, 160), (39, 30, 160), (41, 30, 30)]
+        {
+            take_windowed(&mut max, Instant::from_millis(t * 1000), ms(sample), window, |s, m| s >= m);
+            assert_eq!(max.map(|(m, _)| m), Some(ms(kept)), "at {t} s");
+        }
+    }
 
     #[test]
     fn arithmetic_saturates() {

@@ -1161,9 +1161,7 @@ impl TxLink {
 /// replaces it, and so does any sample once the minimum is older than [`MIN_RTT_WINDOW`], so a
 /// path that got longer is followed.
 fn take_windowed_min(min: &mut Option<(Duration, Instant)>, now: Instant, sample: Duration) {
-    if min.is_none_or(|(m, at)| sample <= m || now.saturating_duration_since(at) > MIN_RTT_WINDOW) {
-        *min = Some((sample, now));
-    }
+    crate::time::take_windowed(min, now, sample, MIN_RTT_WINDOW, |s, m| s <= m);
 }
 
 #[cfg(test)]

@@ -62,6 +62,11 @@ const AUTO_AQM_BULK: Duration = Duration::from_secs(2);
 /// Under `auto`, a bulk load stays bulk through pauses in its queue up to this long (and
 /// [`AUTO_AQM_HOLD_RTTS`] of the uplinks' smallest round trip).
 const AUTO_AQM_HOLD: Duration = Duration::from_secs(1);
+/// How long the largest hold the peer reported stands in CoDel's round trip
+/// ([`Session::aqm_round_trip`]): longer than a CUBIC cycle, about 9 s for the 1 MB windows of
+/// FMTCP Table II's 200 ms paths (`K = cbrt(W · 0.3 / 0.4)`), so that a second without a hole
+/// between two holes does not lower the target the next hole's burst meets.
+const PEER_HOLD_WINDOW: Duration = Duration::from_secs(20);
 /// [`AUTO_AQM_HOLD`] in round trips: a passenger's loss recovery on a long path leaves the
 /// uplinks' queues empty for a round trip or two.
 const AUTO_AQM_HOLD_RTTS: u32 = 4;
@@ -413,9 +418,10 @@ pub struct Session {
     last_report: Instant,
     /// The sequencing buffer's recent mean hold, reported to the peer.
     recent_hold: crate::reorder::RecentHold,
-    /// How long the peer's sequencing buffer lately held our packets, from its reports: part of
-    /// the passengers' round trip that CoDel's target follows ([`Session::aqm_round_trip`]).
-    peer_hold: Duration,
+    /// The largest recent mean hold of our packets in the peer's sequencing buffer that its
+    /// reports gave over the last [`PEER_HOLD_WINDOW`] (and when): part of the passengers' round
+    /// trip that CoDel's target follows ([`Session::aqm_round_trip`]).
+    peer_hold: Option<(Duration, Instant)>,
     /// Reports sent since the last data or coded packet arrived: a report that only answers the
     /// peer's report is sent at most [`IDLE_REPORTS`] times in a row ([`Session::handle_datagram`]).
     idle_reports: u32,
@@ -481,7 +487,7 @@ impl Session {
             rx_since_report: false,
             last_report: now,
             recent_hold: crate::reorder::RecentHold::default(),
-            peer_hold: Duration::ZERO,
+            peer_hold: None,
             idle_reports: 0,
             metering: Vec::new(),
             events: VecDeque::new(),

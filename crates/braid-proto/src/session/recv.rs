@@ -215,7 +215,8 @@ impl Session {
     /// A feedback body; `sent_ts` is the peer's wire timestamp on the datagram that carried it.
     fn on_feedback(&mut self, now: Instant, sent_ts: u32, f: &FeedbackRepr) {
         self.on_cum_ack(now, f.cum_ack);
-        self.peer_hold = Duration::from_millis(u64::from(f.hold_ms));
+        let hold = Duration::from_millis(u64::from(f.hold_ms));
+        crate::time::take_windowed(&mut self.peer_hold, now, hold, super::PEER_HOLD_WINDOW, |h, max| h >= max);
         let silent = self.silent_links(sent_ts, f);
         for r in &f.links {
             let Some(slot) = self.slot_mut(r.link) else { continue };

@@ -466,7 +466,8 @@ impl Session {
     /// `scenarios/testbed-two-modems.toml`) was 30 ms, each drop left the uplinks short for
     /// seconds, and the default carried 18.7 Mbit/s (8 runs); at 45 ms, 20.5.
     ///
-    /// Or, when larger, the peer's mean hold of a delivered packet ([`FeedbackRepr::hold_ms`]):
+    /// Or, when larger, the peer's mean hold of a delivered packet ([`FeedbackRepr::hold_ms`]),
+    /// the largest it reported over the last [`super::PEER_HOLD_WINDOW`]:
     /// the packets behind a hole wait in its sequencing buffer until the hole's repair comes, and
     /// the passengers' round trip and window grow by that wait just as by a slower link's delay.
     /// Without it, the target on FMTCP Table II's 100 ms paths was 100 ms while the packets held
@@ -475,6 +476,12 @@ impl Session {
     /// it and 16.21, 16.79 and 16.63 with it; the two modems 22.88 and 23.15). The larger of the
     /// two and not their sum: where the load spreads to a far slower link (cases 6-8), the
     /// packets that waited for it are most of what is held, and the sum cost case 6 3 % (seed 1).
+    /// The largest over a while, not the latest: each report's mean follows about the last second,
+    /// and on a 1 % path whose holes were mostly decoded it fell to 10-40 ms between the slower
+    /// repairs; the target fell from 190 to 110 ms, and the bursts those repairs released (150-300
+    /// ms of sojourn) were dropped every few seconds, before CUBIC had regrown (FMTCP Table II
+    /// case 5, seed 3: back-offs at 22, 24, 39 and 43 s, 15.0 Mbit/s; with the largest of 20 s
+    /// the target stayed at 180-220 ms, 16.1 Mbit/s; seeds 1-10, 16.25 against 16.96).
     ///
     /// At most twice the fast path's round trip, and of the paths, not the smoothed ones: an
     /// interval of three inflated round trips let a 200 ms path's queue pass its 200 ms buffer
@@ -489,7 +496,8 @@ impl Session {
         let reference = self.reference_owd();
         let fastest = self.usable_slots().map(|s| s.tx.relative_owd_us(reference)).min().unwrap_or(0).max(0);
         let extra = std::time::Duration::from_micros((self.equalized_delay_us(reference) - fastest).max(0) as u64);
-        Some(min_rtt + extra.max(self.peer_hold).min(min_rtt))
+        let hold = self.peer_hold.map_or(std::time::Duration::ZERO, |(h, _)| h);
+        Some(min_rtt + extra.max(hold).min(min_rtt))
     }
 
     /// The one-way delay (µs, relative to `reference`) up to which braid fills a full link before

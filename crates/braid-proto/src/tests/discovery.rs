@@ -139,6 +139,33 @@ fn codel_counts_the_peers_hold_of_repaired_holes_in_the_round_trip() {
 }
 
 #[test]
+fn codel_keeps_the_peers_largest_recent_hold_through_seconds_without_holes() {
+    // The same two paths and holes for 3 s, then none: the client's reports' mean hold, which
+    // follows about the last second, falls to nothing, but the passenger's window still covers
+    // the hold and the next hole's burst would meet a target that had forgotten it (FMTCP Table
+    // II case 5: the target fell from 190 to 110 ms between holes). The server keeps the largest
+    // hold reported over the last 20 s in CoDel's round trip, then lets it go.
+    let mut p = Pair::new(&[(30, 10_000.0), (30, 10_000.0)], cfg(RecoveryKind::Auto, SchedulerKind::MinDelay));
+    p.drop = Box::new(|dir, link, n, _| dir == Dir::Down && link == LinkId(1) && n % 10 == 0);
+    p.advance(Duration::from_secs(2));
+    offer(&mut p, 18.0, 3.0);
+    let held = p.client.reorder_stats();
+    let mean_hold = Duration::from_micros(held.wait_us / (held.in_order + held.waited).max(1));
+    assert!(mean_hold >= Duration::from_millis(5), "mean hold {mean_hold:?}");
+    p.drop = Box::new(|_, _, _, _| false);
+    offer(&mut p, 6.0, 5.0);
+    let quiet = p.client.reorder_stats();
+    let delivered = (quiet.in_order + quiet.waited) - (held.in_order + held.waited);
+    let quiet_hold = Duration::from_micros((quiet.wait_us - held.wait_us) / delivered.max(1));
+    assert!(quiet_hold * 10 < mean_hold, "mean hold {quiet_hold:?} once the losses stopped, {mean_hold:?} before");
+    let rtt = p.server.aqm_round_trip().expect("round trips measured");
+    assert!(rtt >= Duration::from_millis(58) + mean_hold / 2, "{rtt:?} 5 s after a mean hold of {mean_hold:?}");
+    offer(&mut p, 6.0, 17.0);
+    let rtt = p.server.aqm_round_trip().expect("round trips measured");
+    assert!((Duration::from_millis(58)..=Duration::from_millis(66)).contains(&rtt), "{rtt:?} 22 s after the holes");
+}
+
+#[test]
 fn auto_runs_no_codel_on_a_link_whose_buffer_holds_many_round_trips() {
     // A lone 10 Mbit/s path of 80 ms round trip. Loaded at 14 Mbit/s, its (unbounded) buffer
     // holds 800 ms by the time the load counts as bulk: ten round trips, a cellular modem's deep
