@@ -4,6 +4,7 @@
 use super::pair::{Dir, Pair, packet};
 use crate::link::{LinkId, Phase};
 use crate::recovery::RecoveryKind;
+use crate::reorder::ReorderStats;
 use crate::scheduler::SchedulerKind;
 use crate::session::{Role, SessionConfig};
 use std::time::Duration;
@@ -118,18 +119,31 @@ fn codel_follows_the_round_trip_of_the_slowest_link_the_load_spreads_to() {
     assert!((Duration::from_millis(58)..=Duration::from_millis(66)).contains(&rtt), "{rtt:?}");
 }
 
+/// Two equal 30 ms paths under `auto`, one losing every 20th datagram down, loaded at 18 Mbit/s
+/// for 3 s: the pair, and the client's sequencing-buffer counters after it.
+fn two_paths_with_holes() -> (Pair, ReorderStats) {
+    let mut p = Pair::new(&[(30, 10_000.0), (30, 10_000.0)], cfg(RecoveryKind::Auto, SchedulerKind::MinDelay));
+    p.drop = Box::new(|dir, link, n, _| dir == Dir::Down && link == LinkId(1) && n % 10 == 0);
+    p.advance(Duration::from_secs(2));
+    offer(&mut p, 18.0, 3.0);
+    let held = p.client.reorder_stats();
+    (p, held)
+}
+
+/// The mean hold per packet delivered between two readings of a sequencing buffer's counters.
+fn mean_hold_between(from: &ReorderStats, to: &ReorderStats) -> Duration {
+    let delivered = (to.in_order + to.waited) - (from.in_order + from.waited);
+    Duration::from_micros((to.wait_us - from.wait_us) / delivered.max(1))
+}
+
 #[test]
 fn codel_counts_the_peers_hold_of_repaired_holes_in_the_round_trip() {
     // Two equal 30 ms paths, one losing every 20th datagram down: the client holds the packets
     // behind each hole until its repair comes, the passengers' round trip grows by that hold, and
     // the client's reports carry it to the server, whose CoDel round trip follows (FMTCP Table II
     // cases 1, 2 and 5: held packets waited 130-210 ms on average beyond the paths' 200 ms).
-    let mut p = Pair::new(&[(30, 10_000.0), (30, 10_000.0)], cfg(RecoveryKind::Auto, SchedulerKind::MinDelay));
-    p.drop = Box::new(|dir, link, n, _| dir == Dir::Down && link == LinkId(1) && n % 10 == 0);
-    p.advance(Duration::from_secs(2));
-    offer(&mut p, 18.0, 3.0);
-    let held = p.client.reorder_stats();
-    let mean_hold = Duration::from_micros(held.wait_us / (held.in_order + held.waited).max(1));
+    let (p, held) = two_paths_with_holes();
+    let mean_hold = mean_hold_between(&ReorderStats::default(), &held);
     let rtt = p.server.aqm_round_trip().expect("round trips measured");
     assert!(mean_hold >= Duration::from_millis(5), "mean hold {mean_hold:?}");
     assert!(
@@ -145,18 +159,12 @@ fn codel_keeps_the_peers_largest_recent_hold_through_seconds_without_holes() {
     // the hold and the next hole's burst would meet a target that had forgotten it (FMTCP Table
     // II case 5: the target fell from 190 to 110 ms between holes). The server keeps the largest
     // hold reported over the last 20 s in CoDel's round trip, then lets it go.
-    let mut p = Pair::new(&[(30, 10_000.0), (30, 10_000.0)], cfg(RecoveryKind::Auto, SchedulerKind::MinDelay));
-    p.drop = Box::new(|dir, link, n, _| dir == Dir::Down && link == LinkId(1) && n % 10 == 0);
-    p.advance(Duration::from_secs(2));
-    offer(&mut p, 18.0, 3.0);
-    let held = p.client.reorder_stats();
-    let mean_hold = Duration::from_micros(held.wait_us / (held.in_order + held.waited).max(1));
+    let (mut p, held) = two_paths_with_holes();
+    let mean_hold = mean_hold_between(&ReorderStats::default(), &held);
     assert!(mean_hold >= Duration::from_millis(5), "mean hold {mean_hold:?}");
     p.drop = Box::new(|_, _, _, _| false);
     offer(&mut p, 6.0, 5.0);
-    let quiet = p.client.reorder_stats();
-    let delivered = (quiet.in_order + quiet.waited) - (held.in_order + held.waited);
-    let quiet_hold = Duration::from_micros((quiet.wait_us - held.wait_us) / delivered.max(1));
+    let quiet_hold = mean_hold_between(&held, &p.client.reorder_stats());
     assert!(quiet_hold * 10 < mean_hold, "mean hold {quiet_hold:?} once the losses stopped, {mean_hold:?} before");
     let rtt = p.server.aqm_round_trip().expect("round trips measured");
     assert!(rtt >= Duration::from_millis(58) + mean_hold / 2, "{rtt:?} 5 s after a mean hold of {mean_hold:?}");
