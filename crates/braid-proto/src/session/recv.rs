@@ -271,7 +271,8 @@ impl Session {
 
     /// The active links a report from the peer (sent at `sent_ts`, its wire clock) shows gone
     /// dark: the peer has heard nothing on one since a send that [`crate::link::OVERDUE_DOWN`]
-    /// later ones should have followed by the time it reported, and said so in two reports
+    /// later ones (more on a lossy link, [`crate::link::TxLink::overdue_to_prove_silence`])
+    /// should have followed by the time it reported, and said so in two reports
     /// [`crate::link::SILENCE_CONFIRM`] apart ([`crate::link::TxLink::confirm_silence`]). Taken
     /// down on this evidence, which comes over whichever link still works, such a link (an
     /// access point left behind, an interface gone) moves its traffic within a round trip of the
