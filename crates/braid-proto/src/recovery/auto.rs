@@ -197,6 +197,11 @@ impl Auto {
         LINK_AHEAD_FACTOR * p / (1.0 - p)
     }
 
+    /// What is kept for `link`, `None` before its first data packet.
+    fn owed_of(&self, link: LinkId) -> Option<&LinkOwed> {
+        self.link_owed.iter().find(|o| o.link == link)
+    }
+
     /// Notes one data packet on `link` in its link's coded packets owed, at the link's random
     /// loss ([`LinkOwed::random_loss`]).
     fn owe(&mut self, link: LinkId, loss: f64) {
@@ -417,7 +422,7 @@ impl RecoverySender for Auto {
     /// loss; on a link that loses nothing at random ([`LinkOwed::rarely_loses`]) they only queue
     /// ahead of the passengers' packets.
     fn codes_on_lone_link(&self, link: LinkId) -> bool {
-        !self.link_owed.iter().find(|o| o.link == link).is_some_and(LinkOwed::rarely_loses)
+        !self.owed_of(link).is_some_and(LinkOwed::rarely_loses)
     }
 
     /// A link coded for, or one whose blocks' median is at least [`LINK_AHEAD_KEEP_LOSS`]: the
@@ -430,13 +435,13 @@ impl RecoverySender for Auto {
     /// either. Ten seeds: case 3 14.57 -> 14.75 Mbit/s (seeds 3, 5 and 10 no longer drained;
     /// seed 2 still is, for 5 s), case 2 16.61 -> 16.60, case 4 unchanged.
     fn keeps_lossy_link(&self, link: LinkId) -> Option<bool> {
-        let o = self.link_owed.iter().find(|o| o.link == link)?;
+        let o = self.owed_of(link)?;
         Some(o.coding || o.typical_loss()? >= LINK_AHEAD_KEEP_LOSS)
     }
 
     /// `None` for a link with no block of data measured yet.
     fn codes_for_link(&self, link: LinkId) -> Option<bool> {
-        let o = self.link_owed.iter().find(|o| o.link == link)?;
+        let o = self.owed_of(link)?;
         o.random_loss()?;
         Some(o.coding)
     }
