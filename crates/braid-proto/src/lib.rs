@@ -4,6 +4,10 @@
 //! buffer. Nothing here reads a clock, touches a socket or draws OS randomness (docs/design.md 2): the
 //! daemon drives it with real sockets and time, the simulator with virtual ones.
 
+// Public items' docs cite the private constants and helpers that set their behaviour, for the
+// contributor who tunes them: `cargo doc --document-private-items` resolves those links.
+#![allow(rustdoc::private_intra_doc_links)]
+
 pub mod aqm;
 pub mod crypto;
 pub mod link;

@@ -300,7 +300,7 @@ fn cgroup2_root() -> anyhow::Result<PathBuf> {
 }
 
 /// The kernel's timer frequency, HZ (jiffies per second; not USER_HZ, which `getconf CLK_TCK`
-/// reports): from the kernel's own configuration (/proc/config.gz, or /boot/config-<release>),
+/// reports): from the kernel's own configuration (/proc/config.gz, or `/boot/config-<release>`),
 /// else measured from the jiffies counter in /proc/timer_list.
 pub fn kernel_hz() -> anyhow::Result<u32> {
     let from_config = || -> Option<u32> {

@@ -14,7 +14,7 @@
 //!
 //! Keys come in epochs (WireGuard 6.1, "key rotation"): `current` seals; after a rekey the
 //! initiator seals with the new keys at once and keeps the old ones for opening during
-//! [`KEY_GRACE`](super::KEY_GRACE); the responder keeps sealing with the old keys until a datagram
+//! [`KEY_GRACE`]; the responder keeps sealing with the old keys until a datagram
 //! opens under the new ones (the initiator's confirmation), then switches. The per-link replay
 //! windows run across epochs since the counters do.
 //!

@@ -1,5 +1,5 @@
 //! Reports of a [`SimReport`] (docs/design.md 6): a terminal table, `--json`, CSV files and plots, and
-//! the paired comparisons of schemes that the table and `--json` carry ([`paired`]).
+//! the paired comparisons of schemes that the table and `--json` carry ([`paired()`]).
 //!
 //! Every function here reads the result types of [`crate::results`] and nothing else, so a report
 //! can be produced again from a saved simulation. None of them panics on empty data: zero flows,

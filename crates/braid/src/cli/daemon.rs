@@ -84,7 +84,7 @@ pub struct SetArgs {
 pub enum SetWhat {
     /// An uplink's scheduler weight.
     Weight {
-        /// Uplink name (client) or link<N> (server).
+        /// Uplink name (client), or link0, link1, ... (server).
         link: String,
         /// New weight.
         weight: u32,

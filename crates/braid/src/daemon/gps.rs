@@ -1,5 +1,5 @@
 //! The vehicle's position from gpsd, for location awareness (braid_proto::location): a small
-//! client of gpsd's JSON protocol over TCP (https://gpsd.io/gpsd_json.html). It asks for reports
+//! client of gpsd's JSON protocol over TCP (<https://gpsd.io/gpsd_json.html>). It asks for reports
 //! (`?WATCH={"enable":true,"json":true}`) and turns each TPV report with a 2D or 3D fix into an
 //! [`Input::Position`]. Without gpsd the client runs as it would without the feature: one warning,
 //! then a quiet retry every [`RETRY`].

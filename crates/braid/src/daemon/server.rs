@@ -27,7 +27,7 @@
 //! to the vehicle's worker, which runs it from then on; a rekey's keys go the same way.
 //!
 //! Passenger packets are routed by each `[[peer]]`'s `allowed_ips` (cryptokey routing,
-//! [`super::allowed_ips`]): towards a vehicle by destination, and out of a vehicle's session only
+//! [`braid_config::allowed_ips`]): towards a vehicle by destination, and out of a vehicle's session only
 //! from a source that routes back to that vehicle; nothing is learned from traffic.
 
 use super::config::{PeerEntry, ServerConfig};
