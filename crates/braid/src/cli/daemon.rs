@@ -84,7 +84,7 @@ pub struct SetArgs {
 pub enum SetWhat {
     /// An uplink's scheduler weight.
     Weight {
-        /// Uplink name (client), or link0, link1, ... (server).
+        /// Uplink name; on the server also link0, link1, ... or just the number.
         link: String,
         /// New weight.
         weight: u32,
