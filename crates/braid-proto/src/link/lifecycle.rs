@@ -290,8 +290,8 @@ impl Lifecycle {
     /// [`LifecycleConfig::recover_loss`] for [`LifecycleConfig::degrade_after`] and over
     /// [`LifecycleConfig::degrade_packets`] judged packets: a lasting loss, not an overflow's
     /// spike. The link found overfilled (`ev.overfilled_at`) starts that over, within
-    /// `EXPLAINED_FOR` (1 s) of the spell's beginning: the overflow before it is explained. A
-    /// dominant link (`ev.dominant`) found overfilled within `EXPLAINED_FOR` (1 s) before a spell
+    /// [`EXPLAINED_FOR`] of the spell's beginning: the overflow before it is explained. A
+    /// dominant link (`ev.dominant`) found overfilled within [`EXPLAINED_FOR`] before a spell
     /// begins counts as queued too. Otherwise a loss above the threshold degrades it at once.
     pub fn judge(
         &mut self,

@@ -27,8 +27,8 @@
 //! to the vehicle's worker, which runs it from then on; a rekey's keys go the same way.
 //!
 //! Passenger packets are routed by each `[[peer]]`'s `allowed_ips` (cryptokey routing,
-//! [`braid_config::allowed_ips`]): towards a vehicle by destination, and out of a vehicle's session only
-//! from a source that routes back to that vehicle; nothing is learned from traffic.
+//! [`braid_config::allowed_ips`]): towards a vehicle by destination, and out of a vehicle's
+//! session only from a source that routes back to that vehicle; nothing is learned from traffic.
 
 use super::config::{PeerEntry, ServerConfig};
 use super::control::{Request, Response};
