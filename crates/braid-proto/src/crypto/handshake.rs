@@ -503,19 +503,26 @@ pub enum InitiationOutcome {
     CookieReply(usize),
 }
 
-/// The server's side of the handshake.
-pub struct Responder {
-    secret: StaticSecret,
-    /// The accepted vehicles by index; a removed one leaves a hole (`None`), so the indices of
-    /// the others, which the server's tables hold, stay valid. A new vehicle takes a hole first.
-    peers: Vec<Option<PeerConfig>>,
-    by_key: HashMap<PublicKey, usize>,
-    /// The newest initiation timestamp accepted, by key. Kept when a vehicle is removed, so a
-    /// vehicle removed and added again (a changed pre-shared key) is not open to replays of its
-    /// old initiations; one entry per key ever listed.
-    last_timestamp: HashMap<PublicKey, u64>,
+/// What a [`Gate`] made of an initiation it did not reject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Screened {
+    /// It may cost a Diffie-Hellman: hand it to [`Responder::handle_screened`].
+    Pass,
+    /// Under load without a valid `mac2`: a cookie reply of this many bytes is in the output
+    /// buffer ([`InitiationOutcome::CookieReply`] says why every such initiation gets one).
+    CookieReply(usize),
+}
+
+/// The checks an initiation passes before any Diffie-Hellman (WireGuard 5.3): its length,
+/// `mac1` (one keyed hash, so only senders who know the server's public key get further), then
+/// under load `mac2` (a cookie proving the sender receives at its address) or a cookie reply,
+/// and the per-source rate limit. All of it costs a few hashes and at most one small AEAD seal,
+/// so a server runs it where initiations arrive, at the ordinary priority, and only what passes
+/// queues for the Diffie-Hellman: a flood of forged initiations is answered there with cookie
+/// replies and never waits ahead of a vehicle's retry with its cookie. [`Responder`] holds one
+/// for [`Responder::handle_initiation`], which does both parts in turn.
+pub struct Gate {
     mac1_key: [u8; KEY_LEN],
-    peer_mac1: Vec<[u8; KEY_LEN]>,
     checker: CookieChecker,
     limiter: RateLimiter,
     rng: ChaCha20Rng,
@@ -525,19 +532,13 @@ pub struct Responder {
     previous_count: u32,
 }
 
-impl Responder {
-    /// A server with its static key, the vehicles it accepts and a secret random seed.
-    pub fn new(secret: StaticSecret, peers: Vec<PeerConfig>, seed: [u8; 32]) -> Self {
-        let public = secret.public_key();
-        let by_key = peers.iter().enumerate().map(|(i, p)| (p.public, i)).collect();
-        Responder {
-            mac1_key: cookie::mac1_key(&public),
-            peer_mac1: peers.iter().map(|p| cookie::mac1_key(&p.public)).collect(),
-            last_timestamp: HashMap::new(),
-            by_key,
-            peers: peers.into_iter().map(Some).collect(),
-            secret,
-            checker: CookieChecker::new(&public),
+impl Gate {
+    /// A gate for the server whose public key is `public`, with a secret random seed (for the
+    /// cookie secret and the cookie replies' nonces).
+    pub fn new(public: &PublicKey, seed: [u8; 32]) -> Self {
+        Gate {
+            mac1_key: cookie::mac1_key(public),
+            checker: CookieChecker::new(public),
             limiter: RateLimiter::new(RATE_LIMITER_ENTRIES),
             rng: ChaCha20Rng::from_seed(seed),
             load_threshold: DEFAULT_LOAD_THRESHOLD,
@@ -550,6 +551,122 @@ impl Responder {
     /// Sets the initiations per second above which cookies are required (0: always).
     pub fn set_load_threshold(&mut self, per_second: u32) {
         self.load_threshold = per_second;
+    }
+
+    /// Buckets of the rate limiter ([`RATE_LIMITER_ENTRIES`], fixed).
+    pub fn rate_limiter_len(&self) -> usize {
+        self.limiter.len()
+    }
+
+    /// Counts an initiation in one-second windows; under load when this or the last window went
+    /// over the threshold (WireGuard decides on its handshake queue's length, 5.3).
+    fn under_load(&mut self, now: Instant) -> bool {
+        let elapsed = now.saturating_duration_since(self.window_start);
+        if elapsed >= Duration::from_secs(1) {
+            self.previous_count = if elapsed >= Duration::from_secs(2) { 0 } else { self.window_count };
+            self.window_count = 0;
+            self.window_start = now;
+        }
+        self.window_count = self.window_count.saturating_add(1);
+        self.window_count > self.load_threshold || self.previous_count > self.load_threshold
+    }
+
+    /// Screens an initiation from `from` (the type's docs). `out` receives a cookie reply when
+    /// one is due (at least [`COOKIE_REPLY_LEN`] bytes; a shorter `out` rejects the initiation
+    /// as rate limited instead).
+    pub fn screen(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &[u8],
+        out: &mut [u8],
+    ) -> Result<Screened, Reject> {
+        let (h, kind) = HandshakeKind::of(datagram).map_err(|_| Reject::Malformed)?;
+        if kind != HandshakeKind::Initiation {
+            return Err(Reject::Malformed);
+        }
+        let m1 = HEADER_LEN + NOISE1_LEN;
+        let (mac1, mac2) = (&datagram[m1..m1 + MAC_LEN], &datagram[m1 + MAC_LEN..INITIATION_LEN]);
+        if !cookie::mac1_ok(&self.mac1_key, &datagram[..m1], mac1) {
+            return Err(Reject::BadMac);
+        }
+        if self.under_load(now) {
+            let rng = &mut self.rng;
+            let mut fresh = || {
+                let mut s = [0u8; KEY_LEN];
+                rng.fill_bytes(&mut s);
+                s
+            };
+            if !self.checker.mac2_ok(now, from, &datagram[..m1 + MAC_LEN], mac2, &mut fresh) {
+                if out.len() < COOKIE_REPLY_LEN {
+                    return Err(Reject::RateLimited);
+                }
+                let mut nonce = [0u8; cookie::COOKIE_NONCE_LEN];
+                self.rng.fill_bytes(&mut nonce);
+                header(HandshakeKind::CookieReply, 0, h.link, h.link_seq, now, out);
+                let body: &mut [u8; COOKIE_REPLY_BODY_LEN] =
+                    (&mut out[HEADER_LEN..COOKIE_REPLY_LEN]).try_into().map_err(|_| Reject::Malformed)?;
+                let rng = &mut self.rng;
+                self.checker.reply(now, from, mac1, nonce, body, || {
+                    let mut s = [0u8; KEY_LEN];
+                    rng.fill_bytes(&mut s);
+                    s
+                });
+                return Ok(Screened::CookieReply(COOKIE_REPLY_LEN));
+            }
+            if !self.limiter.allow(now, from.ip()) {
+                return Err(Reject::RateLimited);
+            }
+        }
+        Ok(Screened::Pass)
+    }
+}
+
+/// The server's side of the handshake.
+pub struct Responder {
+    secret: StaticSecret,
+    /// The accepted vehicles by index; a removed one leaves a hole (`None`), so the indices of
+    /// the others, which the server's tables hold, stay valid. A new vehicle takes a hole first.
+    peers: Vec<Option<PeerConfig>>,
+    by_key: HashMap<PublicKey, usize>,
+    /// The newest initiation timestamp accepted, by key. Kept when a vehicle is removed, so a
+    /// vehicle removed and added again (a changed pre-shared key) is not open to replays of its
+    /// old initiations; one entry per key ever listed.
+    last_timestamp: HashMap<PublicKey, u64>,
+    peer_mac1: Vec<[u8; KEY_LEN]>,
+    /// The cheap checks before Diffie-Hellman, for [`Responder::handle_initiation`].
+    gate: Gate,
+    rng: ChaCha20Rng,
+}
+
+impl Responder {
+    /// A server with its static key, the vehicles it accepts and a secret random seed.
+    pub fn new(secret: StaticSecret, peers: Vec<PeerConfig>, seed: [u8; 32]) -> Self {
+        let public = secret.public_key();
+        let by_key = peers.iter().enumerate().map(|(i, p)| (p.public, i)).collect();
+        let mut rng = ChaCha20Rng::from_seed(seed);
+        let mut gate_seed = [0u8; 32];
+        rng.fill_bytes(&mut gate_seed);
+        Responder {
+            peer_mac1: peers.iter().map(|p| cookie::mac1_key(&p.public)).collect(),
+            last_timestamp: HashMap::new(),
+            by_key,
+            peers: peers.into_iter().map(Some).collect(),
+            gate: Gate::new(&public, gate_seed),
+            secret,
+            rng,
+        }
+    }
+
+    /// The server's public key, which a [`Gate`] for it is made from.
+    pub fn public_key(&self) -> PublicKey {
+        self.secret.public_key()
+    }
+
+    /// Sets the initiations per second above which [`Responder::handle_initiation`] requires
+    /// cookies (0: always).
+    pub fn set_load_threshold(&mut self, per_second: u32) {
+        self.gate.set_load_threshold(per_second);
     }
 
     /// The accepted vehicle at index `i` (`None`: never used, or removed).
@@ -599,9 +716,10 @@ impl Responder {
         Some(p)
     }
 
-    /// Buckets of the rate limiter ([`RATE_LIMITER_ENTRIES`], fixed).
+    /// Buckets of [`Responder::handle_initiation`]'s rate limiter ([`RATE_LIMITER_ENTRIES`],
+    /// fixed).
     pub fn rate_limiter_len(&self) -> usize {
-        self.limiter.len()
+        self.gate.rate_limiter_len()
     }
 
     /// Accepts a stale initiation ([`PendingResponse::fresh`] false) that the server decided to
@@ -611,22 +729,10 @@ impl Responder {
         self.last_timestamp.insert(p.public, p.timestamp);
     }
 
-    /// Counts an initiation in one-second windows; under load when this or the last window went
-    /// over the threshold (WireGuard decides on its handshake queue's length, 5.3).
-    fn under_load(&mut self, now: Instant) -> bool {
-        let elapsed = now.saturating_duration_since(self.window_start);
-        if elapsed >= Duration::from_secs(1) {
-            self.previous_count = if elapsed >= Duration::from_secs(2) { 0 } else { self.window_count };
-            self.window_count = 0;
-            self.window_start = now;
-        }
-        self.window_count = self.window_count.saturating_add(1);
-        self.window_count > self.load_threshold || self.previous_count > self.load_threshold
-    }
-
-    /// Takes an initiation from `from`. Cheap checks first: length, `mac1` (one HMAC), then under
-    /// load `mac2` or a cookie reply, and the per-source rate limit; only then Diffie-Hellman.
-    /// `out` receives a cookie reply when one is due (at least [`COOKIE_REPLY_LEN`] bytes).
+    /// Takes an initiation from `from`. Cheap checks first ([`Gate::screen`]: length, `mac1`,
+    /// then under load `mac2` or a cookie reply, and the per-source rate limit); only then
+    /// Diffie-Hellman ([`Responder::handle_screened`]). `out` receives a cookie reply when one is
+    /// due (at least [`COOKIE_REPLY_LEN`] bytes).
     pub fn handle_initiation(
         &mut self,
         now: Instant,
@@ -634,43 +740,23 @@ impl Responder {
         datagram: &[u8],
         out: &mut [u8],
     ) -> Result<InitiationOutcome, Reject> {
+        match self.gate.screen(now, from, datagram, out)? {
+            Screened::CookieReply(n) => Ok(InitiationOutcome::CookieReply(n)),
+            Screened::Pass => self.handle_screened(datagram).map(InitiationOutcome::Accepted),
+        }
+    }
+
+    /// The Diffie-Hellman part of [`Responder::handle_initiation`], for an initiation that a
+    /// [`Gate`] of this server's key passed ([`Screened::Pass`]): a server screens initiations
+    /// where they arrive and leaves only this to a thread of its own. An initiation no gate
+    /// passed is still authenticated here (Noise refuses a forged one), but costs the
+    /// Diffie-Hellman that the gate saves under a flood.
+    pub fn handle_screened(&mut self, datagram: &[u8]) -> Result<PendingResponse, Reject> {
         let (h, kind) = HandshakeKind::of(datagram).map_err(|_| Reject::Malformed)?;
         if kind != HandshakeKind::Initiation {
             return Err(Reject::Malformed);
         }
         let m1 = HEADER_LEN + NOISE1_LEN;
-        let (mac1, mac2) = (&datagram[m1..m1 + MAC_LEN], &datagram[m1 + MAC_LEN..INITIATION_LEN]);
-        if !cookie::mac1_ok(&self.mac1_key, &datagram[..m1], mac1) {
-            return Err(Reject::BadMac);
-        }
-        if self.under_load(now) {
-            let rng = &mut self.rng;
-            let mut fresh = || {
-                let mut s = [0u8; KEY_LEN];
-                rng.fill_bytes(&mut s);
-                s
-            };
-            if !self.checker.mac2_ok(now, from, &datagram[..m1 + MAC_LEN], mac2, &mut fresh) {
-                if out.len() < COOKIE_REPLY_LEN {
-                    return Err(Reject::RateLimited);
-                }
-                let mut nonce = [0u8; cookie::COOKIE_NONCE_LEN];
-                self.rng.fill_bytes(&mut nonce);
-                header(HandshakeKind::CookieReply, 0, h.link, h.link_seq, now, out);
-                let body: &mut [u8; COOKIE_REPLY_BODY_LEN] =
-                    (&mut out[HEADER_LEN..COOKIE_REPLY_LEN]).try_into().map_err(|_| Reject::Malformed)?;
-                let rng = &mut self.rng;
-                self.checker.reply(now, from, mac1, nonce, body, || {
-                    let mut s = [0u8; KEY_LEN];
-                    rng.fill_bytes(&mut s);
-                    s
-                });
-                return Ok(InitiationOutcome::CookieReply(COOKIE_REPLY_LEN));
-            }
-            if !self.limiter.allow(now, from.ip()) {
-                return Err(Reject::RateLimited);
-            }
-        }
         let mut hs = builder(&mut self.rng)
             .local_private_key(&self.secret.0)
             .and_then(|b| b.prologue(PROLOGUE))
@@ -698,7 +784,7 @@ impl Responder {
         }
         let psk = self.peer(peer).and_then(|p| p.psk).unwrap_or_default();
         hs.set_psk(2, &psk).map_err(|_| Reject::Malformed)?;
-        Ok(InitiationOutcome::Accepted(PendingResponse {
+        Ok(PendingResponse {
             hs: Box::new(hs),
             peer,
             wanted,
@@ -708,7 +794,7 @@ impl Responder {
             timestamp: ts,
             public,
             fresh,
-        }))
+        })
     }
 
     /// Writes the response naming `session` into `out` ([`RESPONSE_LEN`] bytes) and returns the

@@ -34,8 +34,8 @@ pub use aead::CipherSuite;
 pub use channel::{OpenError, SealError, SecureChannel, SessionKeys};
 pub use cookie::RateLimiter;
 pub use handshake::{
-    DuplicateKey, Established, HandshakeError, HandshakeKind, INITIATION_LEN, InitiationOutcome, Initiator,
-    InitiatorEvent, MAX_PENDING, PeerConfig, PendingResponse, RESPONSE_LEN, Responder, unknown_session_hint,
+    DuplicateKey, Established, Gate, HandshakeError, HandshakeKind, INITIATION_LEN, InitiationOutcome, Initiator,
+    InitiatorEvent, MAX_PENDING, PeerConfig, PendingResponse, RESPONSE_LEN, Responder, Screened, unknown_session_hint,
 };
 pub use replay::{REPLAY_WINDOW, ReplayWindow};
 

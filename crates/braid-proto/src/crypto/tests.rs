@@ -292,6 +292,42 @@ fn a_stale_initiation_answered_resets_the_timestamp() {
     );
 }
 
+/// A server that screens initiations with a [`Gate`] of its own (where they arrive) and leaves only
+/// the Diffie-Hellman to the responder ([`Responder::handle_screened`]) gets what
+/// `handle_initiation` gives: a cookie reply under load, then the session for the retry with its
+/// cookie; and a forged initiation never reaches the responder.
+#[test]
+fn a_separate_gate_screens_what_the_responder_then_accepts() {
+    let mut client = Initiator::new(key(1), key(100).public_key(), None, CipherSuite::default(), [1; 32]);
+    let mut server = server(None);
+    let mut gate = Gate::new(&server.public_key(), [9; 32]);
+    gate.set_load_threshold(0);
+    let now = Instant::from_micros(5_000_000);
+    let (mut buf, mut out) = ([0u8; 256], [0u8; 256]);
+    let n = client.initiate(now, WALL, 0, LinkId(0), &mut buf).unwrap();
+    // mac1 is over the server's key: a gate of another server's key refuses it.
+    let mut other = Gate::new(&key(101).public_key(), [9; 32]);
+    assert_eq!(other.screen(now, from(), &buf[..n], &mut out), Err(Reject::BadMac));
+    let Ok(Screened::CookieReply(m)) = gate.screen(now, from(), &buf[..n], &mut out) else {
+        panic!("expected a cookie reply");
+    };
+    assert!(matches!(client.handle(now, &out[..m]), Ok(InitiatorEvent::CookieStored { link: LinkId(0) })));
+    let n = client.initiate(now, WALL + 1, 0, LinkId(0), &mut buf).unwrap();
+    assert_eq!(gate.screen(now, from(), &buf[..n], &mut out), Ok(Screened::Pass));
+    let p = server.handle_screened(&buf[..n]).expect("the retry with its cookie is accepted");
+    assert!(p.fresh);
+    let (m, _) = server.respond(now, p, 5, false, &mut out).unwrap();
+    assert!(matches!(client.handle(now, &out[..m]), Ok(InitiatorEvent::Established(e)) if e.session == 5));
+    // The responder's own gate was never asked: under no load it lets an initiation through.
+    let n = client.initiate(now, WALL + 2, 0, LinkId(0), &mut buf).unwrap();
+    assert!(matches!(server.handle_initiation(now, from(), &buf[..n], &mut out), Ok(InitiationOutcome::Accepted(_))));
+    // A forged initiation (a flipped byte under mac1) stops at the gate.
+    let mut forged = buf;
+    forged[HEADER_LEN + 3] ^= 1;
+    assert_eq!(gate.screen(now, from(), &forged[..n], &mut out), Err(Reject::BadMac));
+    assert_eq!(gate.screen(now, from(), &buf[..n - 1], &mut out), Err(Reject::Malformed));
+}
+
 #[test]
 fn under_load_initiations_need_a_cookie() {
     let mut client = Initiator::new(key(1), key(100).public_key(), None, CipherSuite::default(), [1; 32]);
