@@ -46,7 +46,7 @@ use super::worker::{
 use super::{Clock, Input, control, metrics, spawn_signals, tun, uplink};
 use anyhow::Context;
 use arc_swap::ArcSwap;
-use braid_proto::crypto::{DuplicateKey, Gate, HandshakeKind, PeerConfig, Reject, Responder, Screened};
+use braid_proto::crypto::{DuplicateKey, Gate, PeerConfig, Reject, Responder, Screened};
 use braid_proto::{RecoveryKind, Role, SchedulerKind, SealedSession, Session};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -375,31 +375,23 @@ impl Server {
 
     /// A handshake initiation: a new session, a rekey of a running one, or a cookie reply.
     async fn handle_handshake(&mut self, now: braid_proto::Instant, from: std::net::SocketAddr, data: bytes::Bytes) {
-        if !matches!(HandshakeKind::of(&data), Ok((_, HandshakeKind::Initiation))) {
-            self.counters.rejected.count(Reject::Malformed);
-            return;
-        }
-        // The cheap checks here, at the ordinary priority: under a flood of forged initiations
-        // each costs a MAC and a cookie reply, and only those that pass wait for the key
-        // exchanges' thread (below the data path), so a vehicle's retry with its cookie never
-        // queues behind them there.
+        // The cheap checks here, at the ordinary priority (the gate refuses anything but an
+        // initiation as malformed): under a flood of forged initiations each costs a MAC and a
+        // cookie reply, and only those that pass wait for the key exchanges' thread (below the
+        // data path), so a vehicle's retry with its cookie never queues behind them there.
         let mut out = [0u8; 256];
-        match self.gate.screen(now, from, &data, &mut out) {
-            Ok(Screened::Pass) => {}
+        let outcome = match self.gate.screen(now, from, &data, &mut out) {
+            Ok(Screened::Pass) => match self.key_exchange(move |r| r.handle_screened(&data)).await {
+                Some(outcome) => outcome,
+                None => return,
+            },
             Ok(Screened::CookieReply(n)) => {
                 self.counters.cookie_replies += 1;
                 self.counters.rejected.count(Reject::RateLimited);
                 self.reply(&out[..n], from).await;
                 return;
             }
-            Err(r) => {
-                self.counters.rejected.count(r);
-                tracing::debug!(%from, reason = %r, "handshake refused");
-                return;
-            }
-        }
-        let Some(outcome) = self.key_exchange(move |r| r.handle_screened(&data)).await else {
-            return;
+            Err(r) => Err(r),
         };
         let p = match outcome {
             Ok(p) => p,
