@@ -79,7 +79,10 @@ pub struct AqmConfig {
     /// are full, braid holds packets until they would arrive as late there as on the slower link,
     /// then sends on both; CoDel judges only the delay beyond that (FMTCP Table II cases 6-8: paths
     /// 100-400 ms apart; case 8 `oec-aqm` 7.4 -> 14.7 Mbit/s, 1 run). The price is that much delay
-    /// for every passenger while the load needs the slower link. Zero turns it off; capped at the
+    /// for every passenger while the load needs the slower link, and about as much again: braid
+    /// numbers a packet when it sends it, so one that waited then also waits at the peer behind
+    /// the slower link's data sent before it (a constant 12 Mbit/s over case 8's paths: 320 ms in
+    /// braid, then about 390 ms at the peer; docs/bonding.md). Zero turns it off; capped at the
     /// longest braid holds a packet for a full link (500 ms). With OEC or RLNC the slower link
     /// carries coded packets while it has no data, so the peer's sequencing buffer already waits
     /// for it; under `arq` or no recovery its first data after a quiet second can arrive after the
