@@ -65,6 +65,15 @@ pub struct RunResult {
     /// Bulk goodput in each second of the run, kbit/s (bulk workload; empty otherwise): how a
     /// flow rides through a change of the links (FMTCP Fig. 11).
     pub goodput_kbps_series: Vec<f64>,
+    /// The passengers' TCP senders at the end of each second of the run (bulk workload; empty
+    /// otherwise, and on the testbed where iperf3 did not report them): their congestion windows,
+    /// kB, summed over the flows sending. Beside the testbed's, read from its senders' kernels,
+    /// it shows where the simulator's hosts and Linux part ways: where slow start ends, how fast
+    /// the window grows back after a loss.
+    pub sender_cwnd_kb_series: Vec<f64>,
+    /// Their smoothed round trip at the end of each second, ms, the largest over the flows
+    /// sending (0 while none sends); as [`RunResult::sender_cwnd_kb_series`].
+    pub sender_rtt_ms_series: Vec<f64>,
     /// Passenger packets that entered the tunnel and never came out (both directions), whether
     /// the uplinks lost them or braid's AQM dropped them (as a router's queue would).
     pub residual_loss: f64,
@@ -155,6 +164,14 @@ pub struct SchemeResult {
     /// Bulk goodput in each second, kbit/s, averaged over runs (empty unless bulk).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub goodput_kbps_series: Vec<f64>,
+    /// The passengers' senders' congestion window at the end of each second, kB, averaged over
+    /// runs ([`RunResult::sender_cwnd_kb_series`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sender_cwnd_kb_series: Vec<f64>,
+    /// Their smoothed round trip at the end of each second, ms, averaged over runs
+    /// ([`RunResult::sender_rtt_ms_series`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sender_rtt_ms_series: Vec<f64>,
     /// Mean residual loss.
     pub residual_loss: f64,
     /// Mean fraction of passenger packets braid's AQM dropped (part of `residual_loss`).

@@ -150,6 +150,8 @@ pub fn aggregate(scheme: &str, sweep_value: Option<f64>, runs: &[&RunResult]) ->
         goodput_kbps: goodput.map(|g| g.0),
         goodput_ci95_kbps: goodput.and_then(|g| g.1),
         goodput_kbps_series: mean_series(runs.iter().map(|r| r.goodput_kbps_series.as_slice())),
+        sender_cwnd_kb_series: mean_series(runs.iter().map(|r| r.sender_cwnd_kb_series.as_slice())),
+        sender_rtt_ms_series: mean_series(runs.iter().map(|r| r.sender_rtt_ms_series.as_slice())),
         residual_loss: mean(runs.iter().map(|r| r.residual_loss)),
         aqm_drops: mean(runs.iter().map(|r| r.aqm_drops)),
         overhead: mean(runs.iter().map(|r| r.overhead)),

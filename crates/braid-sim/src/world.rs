@@ -127,6 +127,8 @@ struct World<'a> {
     bulk_start: Option<Instant>,
     /// Bulk bytes received by each whole second (index = second), for the goodput series.
     goodput_marks: Vec<u64>,
+    /// The passengers' senders' window (kB) and round trip (ms) at each of `goodput_marks`.
+    sender_marks: Vec<(f64, f64)>,
     /// Bulk only: the most each flow's receiver was seen to have read. A flow that fails (idle
     /// timeout) is forgotten by its host, but what it delivered before still counts.
     bulk_read: Vec<u64>,
@@ -269,6 +271,7 @@ impl<'a> World<'a> {
             end_arrivals,
             end,
             goodput_marks: Vec::new(),
+            sender_marks: Vec::new(),
             bulk_read: Vec::new(),
             bulk_start: None,
             server_addr,
@@ -396,6 +399,12 @@ impl<'a> World<'a> {
         while Instant::ZERO + Duration::from_secs(self.goodput_marks.len() as u64) <= self.now.min(self.end) {
             let bytes = self.bulk_bytes();
             self.goodput_marks.push(bytes);
+            // Both hosts: a download's sender is the web host, an upload's the rider.
+            let sender = [self.rider.sender_window(), self.web.sender_window()]
+                .into_iter()
+                .flatten()
+                .fold((0, 0), |(c, r), (cwnd, rtt)| (c + cwnd, r.max(rtt)));
+            self.sender_marks.push((sender.0 as f64 / 1000.0, f64::from(sender.1)));
         }
     }
 
@@ -725,6 +734,9 @@ impl<'a> World<'a> {
                 .windows(2)
                 .map(|w| w[1].saturating_sub(w[0]) as f64 * 8.0 / 1000.0)
                 .collect(),
+            // As each second of the goodput series ends.
+            sender_cwnd_kb_series: self.sender_marks.iter().skip(1).map(|m| m.0).collect(),
+            sender_rtt_ms_series: self.sender_marks.iter().skip(1).map(|m| m.1).collect(),
             residual_loss: ratio(tun_in.saturating_sub(delivered), tun_in),
             aqm_drops: ratio(cs.aqm_dropped + ss.aqm_dropped, tun_in),
             overhead: ratio(self.bytes_on_air, self.passenger_bytes_delivered),

@@ -28,6 +28,19 @@ fn goodput_series_sums_to_the_goodput_and_stays_under_capacity() {
     assert!(series[2..10].iter().sum::<f64>() / 8.0 > 11_000.0, "a bulk flow uses both free links: {series:?}");
     // And the report averages it per second.
     assert_eq!(&report.results[0].goodput_kbps_series, series);
+    // Beside it, the sender's window and round trip at the end of each second: nothing before
+    // the flow starts; then a window at least the initial 10 segments that carries the second's
+    // goodput within its round trip (goodput <= window / RTT, within the smoothing), over
+    // a round trip no shorter than the links' 2 x 10 ms.
+    let (cwnd, rtt) = (&run.sender_cwnd_kb_series, &run.sender_rtt_ms_series);
+    assert_eq!((cwnd.len(), rtt.len()), (30, 30), "one value per second");
+    assert_eq!((cwnd[0], rtt[0]), (0.0, 0.0), "{cwnd:?}");
+    for s in 2..30 {
+        assert!(cwnd[s] >= 14.0 && rtt[s] >= 20.0, "second {s}: {} kB, {} ms", cwnd[s], rtt[s]);
+        let carried_kb = series[s] / 8.0 * rtt[s] / 1000.0;
+        assert!(carried_kb <= cwnd[s] * 1.2, "second {s}: {carried_kb} kB in a round trip, window {} kB", cwnd[s]);
+    }
+    assert_eq!(&report.results[0].sender_cwnd_kb_series, cwnd);
     // A bulk flow has no end of its own: one that ran to the end of the run is not incomplete
     // (the table said "1/1 (100.0 %)").
     assert_eq!(report.results[0].incomplete_flows, 0);

@@ -369,7 +369,9 @@ fn start_service(topo: &Topology, service: Service, mptcp: bool, cgroup: Option<
             topo.web.spawn_in(cgroup, &args, &dir.join("nginx.log"))
         }
         Service::Iperf => {
-            let args = wrap(&["iperf3", "-s", "-B", &WEB.to_string(), "-p", &IPERF_PORT.to_string()]);
+            // JSON, so that a download's client can fetch the sender's own figures
+            // (`--get-server-output`, [`crate::workload::run_iperf`]).
+            let args = wrap(&["iperf3", "-s", "-J", "-B", &WEB.to_string(), "-p", &IPERF_PORT.to_string()]);
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             topo.web.spawn_in(cgroup, &args, &dir.join("iperf3-server.log"))
         }

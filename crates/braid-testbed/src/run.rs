@@ -213,6 +213,8 @@ fn run_one(
         flows: Vec::new(),
         goodput_kbps: None,
         goodput_kbps_series: Vec::new(),
+        sender_cwnd_kb_series: Vec::new(),
+        sender_rtt_ms_series: Vec::new(),
         residual_loss: 0.0,
         aqm_drops: 0.0,
         overhead: 0.0,
@@ -254,6 +256,8 @@ fn run_one(
             let res = bulk(ns, &running, direction, duration, flows)?;
             r.goodput_kbps = Some(res.goodput_kbps);
             r.goodput_kbps_series = res.goodput_kbps_series;
+            r.sender_cwnd_kb_series = res.sender_cwnd_kb_series;
+            r.sender_rtt_ms_series = res.sender_rtt_ms_series;
             r.longest_stall_ms = watch.map(StallWatch::finish).transpose()?.flatten();
             // The drive-by links' potential up to the test's end, from the emulator's start (the
             // simulator counts its run's whole potential too, time before the first flow included).
@@ -343,6 +347,11 @@ fn bulk(
                 let lost = total - left;
                 res.goodput_kbps *= left as f64 / total as f64;
                 res.goodput_kbps_series.splice(0..0, std::iter::repeat_n(0.0, lost as usize));
+                for series in [&mut res.sender_cwnd_kb_series, &mut res.sender_rtt_ms_series] {
+                    if !series.is_empty() {
+                        series.splice(0..0, std::iter::repeat_n(0.0, lost as usize));
+                    }
+                }
                 return Ok(res);
             }
             Err(e) => e,

@@ -95,6 +95,12 @@ pub struct IperfResult {
     /// Received goodput in each second, kbit/s, where the receiver's own figures are at hand (a
     /// download: the client receives); empty otherwise.
     pub goodput_kbps_series: Vec<f64>,
+    /// The TCP senders' congestion window in each second, kB, summed over streams, as the
+    /// sender's kernel reported it to iperf3 (`snd_cwnd`): the server's for a download (fetched
+    /// with `--get-server-output`), the client's for an upload; empty for `both` and UDP.
+    pub sender_cwnd_kb_series: Vec<f64>,
+    /// Their smoothed round trip in each second, ms (`rtt`), the largest over streams.
+    pub sender_rtt_ms_series: Vec<f64>,
     /// UDP: fraction of datagrams lost.
     pub udp_loss: Option<f64>,
     /// UDP: jitter, ms.
@@ -165,6 +171,9 @@ pub fn run_iperf(
     match direction {
         Direction::Down => {
             c.arg("-R");
+            if udp.is_none() {
+                c.arg("--get-server-output");
+            }
         }
         Direction::Both => {
             c.arg("--bidir");
@@ -244,7 +253,38 @@ fn parse_iperf(
     if direction == Direction::Both {
         bps += end["sum_received_bidir_reverse"]["bits_per_second"].as_f64().unwrap_or(0.0);
     }
-    Ok(IperfResult { goodput_kbps: bps / 1e3, goodput_kbps_series: series, udp_loss: None, jitter_ms: None })
+    let (sender_cwnd_kb_series, sender_rtt_ms_series) = match direction {
+        Direction::Down => sender_series(&v["server_output_json"]["intervals"]),
+        Direction::Up => sender_series(&v["intervals"]),
+        Direction::Both => (Vec::new(), Vec::new()),
+    };
+    Ok(IperfResult {
+        goodput_kbps: bps / 1e3,
+        goodput_kbps_series: series,
+        sender_cwnd_kb_series,
+        sender_rtt_ms_series,
+        udp_loss: None,
+        jitter_ms: None,
+    })
+}
+
+/// The sending side's `intervals` of iperf3's JSON: per interval, the streams' `snd_cwnd`
+/// summed (kB) and the largest `rtt` (ms). Empty where the sender's figures are missing (an
+/// iperf3 server without `-J`, or one that could not send them).
+fn sender_series(intervals: &Value) -> (Vec<f64>, Vec<f64>) {
+    let intervals = intervals.as_array().map_or(&[][..], |a| a.as_slice());
+    let mut cwnd = Vec::with_capacity(intervals.len());
+    let mut rtt = Vec::with_capacity(intervals.len());
+    for i in intervals {
+        let streams = i["streams"].as_array().map_or(&[][..], |a| a.as_slice());
+        let senders: Vec<&Value> = streams.iter().filter(|s| s["snd_cwnd"].is_number()).collect();
+        if senders.is_empty() {
+            return (Vec::new(), Vec::new());
+        }
+        cwnd.push(senders.iter().filter_map(|s| s["snd_cwnd"].as_f64()).sum::<f64>() / 1e3);
+        rtt.push(senders.iter().filter_map(|s| s["rtt"].as_f64()).fold(0.0, f64::max) / 1e3);
+    }
+    (cwnd, rtt)
 }
 
 #[cfg(test)]
@@ -285,5 +325,33 @@ mod tests {
         assert_eq!(parse_curl("206 1000 0.251", 1500), None);
         assert_eq!(parse_curl("000 0 5.0", 10), None);
         assert_eq!(parse_curl("", 10), None);
+    }
+
+    #[test]
+    fn the_senders_window_and_round_trip_come_from_whichever_side_sends() {
+        // A download: the client receives, and the server's own JSON (`--get-server-output`)
+        // carries the sender's kernel figures; two streams' windows add, the larger RTT counts.
+        let sender = |cwnd: u64, rtt: u64| json!({"snd_cwnd": cwnd, "rtt": rtt, "sender": true});
+        let down = json!({
+            "intervals": [{"sum": {"bits_per_second": 8e6}, "streams": [{"bytes": 1, "sender": false}]}],
+            "end": {"sum_received": {"bytes": 1_000_000}},
+            "server_output_json": {"intervals": [
+                {"streams": [sender(590_000, 420_000), sender(10_000, 205_000)]},
+                {"streams": [sender(700_000, 650_000)]},
+            ]},
+        });
+        let r = parse_iperf(&down, Direction::Down, 1, false, false).unwrap();
+        assert_eq!(r.sender_cwnd_kb_series, vec![600.0, 700.0]);
+        assert_eq!(r.sender_rtt_ms_series, vec![420.0, 650.0]);
+        // An upload: the client sends, its own intervals say so. An iperf3 server that printed
+        // text instead leaves a download's series empty rather than wrong.
+        let up = json!({
+            "intervals": [{"streams": [sender(14_480, 60_000)]}],
+            "end": {"sum_received": {"bits_per_second": 2e6}},
+        });
+        let r = parse_iperf(&up, Direction::Up, 1, false, false).unwrap();
+        assert_eq!((r.sender_cwnd_kb_series, r.sender_rtt_ms_series), (vec![14.48], vec![60.0]));
+        let text = json!({"end": {"sum_received": {"bytes": 1}}, "server_output_text": "[  5] ..."});
+        assert!(parse_iperf(&text, Direction::Down, 1, false, false).unwrap().sender_cwnd_kb_series.is_empty());
     }
 }
