@@ -400,11 +400,8 @@ impl<'a> World<'a> {
             let bytes = self.bulk_bytes();
             self.goodput_marks.push(bytes);
             // Both hosts: a download's sender is the web host, an upload's the rider.
-            let sender = [self.rider.sender_window(), self.web.sender_window()]
-                .into_iter()
-                .flatten()
-                .fold((0, 0), |(c, r), (cwnd, rtt)| (c + cwnd, r.max(rtt)));
-            self.sender_marks.push((sender.0 as f64 / 1000.0, f64::from(sender.1)));
+            let (rider, web) = (self.rider.sender_window(), self.web.sender_window());
+            self.sender_marks.push(((rider.0 + web.0) as f64 / 1000.0, f64::from(rider.1.max(web.1))));
         }
     }
 

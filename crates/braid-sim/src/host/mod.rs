@@ -559,15 +559,14 @@ impl TcpHost {
     }
 
     /// This host's TCP senders with data in flight: their congestion windows summed (bytes) and
-    /// the largest of their smoothed round trips (ms); `None` while none sends. A bulk run notes it
-    /// each second ([`crate::results::RunResult::sender_cwnd_kb_series`]).
-    pub fn sender_window(&self) -> Option<(usize, u32)> {
-        let mut out: Option<(usize, u32)> = None;
+    /// the largest of their smoothed round trips (ms); (0, 0) while none sends. A bulk run notes
+    /// it each second ([`crate::results::RunResult::sender_cwnd_kb_series`]).
+    pub fn sender_window(&self) -> (usize, u32) {
+        let mut out = (0, 0);
         for (_, smoltcp::socket::Socket::Tcp(s)) in self.sockets.iter() {
             let st = s.sender_state();
             if st.in_flight > 0 {
-                let (cwnd, rtt) = out.unwrap_or((0, 0));
-                out = Some((cwnd + st.cwnd, rtt.max(st.srtt_ms)));
+                out = (out.0 + st.cwnd, out.1.max(st.srtt_ms));
             }
         }
         out
